@@ -1,0 +1,22 @@
+# lvs-feedback — build, test and demo targets. `make help` lists them.
+GO ?= go
+BIN := bin
+
+.PHONY: all build test demo test-kernel vet help
+
+all: build
+
+help:
+	@echo "make build        build lvs-monitor and lvs-agent into ./bin"
+	@echo "make test         go vet + go test -race ./... (what CI runs)"
+	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
+	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+vet:
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -race -count=1 ./...

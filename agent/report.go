@@ -1,0 +1,49 @@
+package agent
+
+import "time"
+
+// SchemaVersion is the version of the /v1/load reply this package writes and
+// accepts. A reply with another version is refused by DecodeReport.
+const SchemaVersion = 1
+
+// DefaultPort is the TCP port lvs-agent listens on unless told otherwise.
+const DefaultPort = 9771
+
+// MaxReportBytes bounds a /v1/load reply. Larger replies are refused.
+const MaxReportBytes = 16 << 10
+
+// Report is the body of GET /v1/load.
+//
+// The four normalised loads use one scale: 0 = idle, 1 = fully loaded, and
+// values above 1 mean overloaded (for example more runnable tasks than CPUs).
+type Report struct {
+	Schema int       `json:"schema"`
+	Time   time.Time `json:"time"` // when the sample was taken (agent's clock)
+	Source string    `json:"source"` // "host", "cgroup:/path", "process:PID"
+
+	CPU       float64 `json:"cpu"`
+	Memory    float64 `json:"memory"`
+	Disk      float64 `json:"disk"`
+	Processes float64 `json:"processes"`
+
+	Raw Raw `json:"raw"`
+}
+
+// Raw holds the figures behind the normalised loads, for operators and
+// `lvsctl explain`. Fields that do not apply to a source are zero or absent.
+type Raw struct {
+	WindowSeconds     float64            `json:"window_seconds"`      // CPU sampling window
+	CPUs              float64            `json:"cpus"`                // CPUs available to the source
+	CPUBusy           float64            `json:"cpu_busy"`            // busy fraction over the window
+	MemTotalBytes     uint64             `json:"mem_total_bytes"`
+	MemAvailableBytes uint64             `json:"mem_available_bytes"`
+	DiskSpaceUsed     map[string]float64 `json:"disk_space_used,omitempty"` // mount point -> used fraction
+	DiskIOBusy        float64            `json:"disk_io_busy"`              // busiest device's busy fraction
+	RunnableTasks     int                `json:"runnable_tasks"`
+	Load1             float64            `json:"load1"`
+	Load5             float64            `json:"load5"`
+	Load15            float64            `json:"load15"`
+	PSICPUSome10      *float64           `json:"psi_cpu_some10,omitempty"`    // % of time, where the kernel has PSI
+	PSIMemorySome10   *float64           `json:"psi_memory_some10,omitempty"` // % of time
+	PSIIOSome10       *float64           `json:"psi_io_some10,omitempty"`     // % of time
+}
