@@ -33,6 +33,9 @@ var (
 	ErrWeightChanged = errors.New("ipvs: weight changed by another writer")
 	// ErrWeightRange means a weight outside 0..MaxWeight was asked for.
 	ErrWeightRange = errors.New("ipvs: weight out of range 0..65535")
+	// ErrExist means a service or destination being added is already in the
+	// table (the kernel's EEXIST).
+	ErrExist = errors.New("ipvs: service or destination already exists")
 	// ErrNoIPVS means the kernel has no IPVS support loaded.
 	ErrNoIPVS = errors.New("ipvs: the kernel has no IPVS (generic netlink family \"IPVS\" missing); load it with 'modprobe ip_vs'")
 )
