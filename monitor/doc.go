@@ -1,0 +1,17 @@
+// Package monitor is the Monitor Daemon of the LVS dynamic-feedback
+// algorithm: every interval it reads the IPVS table, gathers each real
+// server's inputs (agent report, response probe, connection counters),
+// computes one aggregate load per server, turns it into a new weight and
+// writes the weights whose change passes the threshold.
+//
+// The cycle is a pipeline of small stages (cycle.go): read table → gather
+// inputs → compute load → compute weight → decide → write. The math
+// (load.go, weight.go) and the ownership rules (ownership.go) are pure
+// functions with no I/O; the edges — the IPVS table, agents, probes, the
+// state file and the clock — sit behind narrow interfaces so the same code
+// runs against the kernel, the in-memory table and a simulator.
+//
+// The package owns weight decisions and the persisted knowledge of who set
+// which weight. It must not talk to netlink directly (package ipvs does),
+// sample /proc (package agent does), or hold global state.
+package monitor

@@ -1,0 +1,137 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+
+	"lvs-feedback/ipvs"
+)
+
+// Deps are the edges the monitor talks to. Every field is required except
+// Logger (default: discard).
+type Deps struct {
+	Table  ipvs.Table
+	Agents AgentClient
+	Prober Prober
+	Store  Store
+	Logger *slog.Logger
+}
+
+// Monitor runs the dynamic-feedback cycle. Create it with New; call Run, or
+// Cycle from tests and simulators that drive their own clock. A Monitor is
+// not safe for concurrent use, except Last, which may be called from any
+// goroutine.
+type Monitor struct {
+	cfg    Config
+	dryRun bool
+	deps   Deps
+	log    *slog.Logger
+
+	state    State               // ownership, persisted
+	ctrl     map[DestKey]float64 // controller's fractional weights
+	counters map[DestKey]uint32  // last connection-counter readings
+	noted    map[string]bool     // one-time notices already logged
+
+	mu   sync.Mutex
+	last CycleReport
+}
+
+// New returns a monitor for cfg (already checked by ParseConfig). It loads
+// the persisted ownership state; a missing or corrupt state file is logged
+// and the monitor starts safe: every weight-0 destination is then taken for
+// an operator drain.
+func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
+	if deps.Table == nil || deps.Agents == nil || deps.Prober == nil || deps.Store == nil {
+		return nil, errors.New("monitor: Table, Agents, Prober and Store are required")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Monitor{
+		cfg:      cfg,
+		dryRun:   dryRun,
+		deps:     deps,
+		log:      log,
+		ctrl:     map[DestKey]float64{},
+		counters: map[DestKey]uint32{},
+		noted:    map[string]bool{},
+	}
+	st, err := deps.Store.Load()
+	switch {
+	case err == nil:
+		m.state = st
+	case errors.Is(err, fs.ErrNotExist):
+		log.Info("no state file: starting safe, a weight-0 server counts as drained by the operator", "error", err)
+		m.state = State{}
+	default:
+		log.Warn("state file unusable: starting safe, a weight-0 server counts as drained by the operator", "error", err)
+		m.state = State{}
+	}
+	return m, nil
+}
+
+// Run calls Cycle now and then every interval until ctx ends. A cycle that
+// overruns the interval delays the next one; ticks are not queued.
+// afterCycle, if non-nil, is called after each cycle (e.g. to notify
+// systemd or print a table).
+func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		rep, err := m.Cycle(ctx)
+		if err != nil {
+			m.log.Error("cycle", "error", err)
+		}
+		if afterCycle != nil {
+			afterCycle(rep, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Last returns the report of the latest completed cycle.
+func (m *Monitor) Last() CycleReport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
+}
+
+// noteOnce logs msg once per key for the monitor's lifetime.
+func (m *Monitor) noteOnce(key string, level slog.Level, msg string, args ...any) {
+	if m.noted[key] {
+		return
+	}
+	m.noted[key] = true
+	m.log.Log(context.Background(), level, msg, args...)
+}
+
+// saveState persists the records of configured destinations.
+func (m *Monitor) saveState() error {
+	if m.dryRun {
+		return nil
+	}
+	keep := State{}
+	for i := range m.cfg.Services {
+		s := &m.cfg.Services[i]
+		for j := range s.Servers {
+			k := DestKey{Service: s.Key, Dest: s.Servers[j].Addr}
+			if rec, ok := m.state[k]; ok {
+				keep[k] = rec
+			}
+		}
+	}
+	if err := m.deps.Store.Save(keep); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package monitor
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestReconcile(t *testing.T) {
+	tests := []struct {
+		name        string
+		rec         DestRecord
+		known       bool
+		kernel, cfg int
+		wantRec     DestRecord
+		wantChanged bool
+	}{
+		{"new at weight: adopted", DestRecord{}, false, 10, 10, DestRecord{State: Managed, Written: 10}, true},
+		{"new at 0: operator drain", DestRecord{}, false, 0, 10, DestRecord{State: DrainedByOperator}, true},
+		{"managed, unchanged", DestRecord{State: Managed, Written: 12}, true, 12, 10, DestRecord{State: Managed, Written: 12}, false},
+		{"managed, zeroed by someone: drained", DestRecord{State: Managed, Written: 12}, true, 0, 10, DestRecord{State: DrainedByOperator}, true},
+		{"managed, set to 30 by someone: new default", DestRecord{State: Managed, Written: 12}, true, 30, 10,
+			DestRecord{State: Managed, Written: 30, DefaultOverride: 30, OverriddenConfig: 10}, true},
+		{"drained stays drained", DestRecord{State: DrainedByOperator}, true, 0, 10, DestRecord{State: DrainedByOperator}, false},
+		{"undrained by operator", DestRecord{State: DrainedByOperator}, true, 7, 10,
+			DestRecord{State: Managed, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, true},
+		{"down stays down at 0", DestRecord{State: Down, RestoreWeight: 12}, true, 0, 10, DestRecord{State: Down, RestoreWeight: 12}, false},
+		{"down, set by operator", DestRecord{State: Down, RestoreWeight: 12}, true, 5, 10,
+			DestRecord{State: Managed, Written: 5, DefaultOverride: 5, OverriddenConfig: 10}, true},
+	}
+	for _, tt := range tests {
+		got := Reconcile(tt.rec, tt.known, tt.kernel, tt.cfg)
+		if got.Record != tt.wantRec || got.Changed != tt.wantChanged {
+			t.Errorf("%s: Reconcile = %+v changed=%v, want %+v changed=%v", tt.name, got.Record, got.Changed, tt.wantRec, tt.wantChanged)
+		}
+		if got.Changed && got.Reason == "" {
+			t.Errorf("%s: a change without a reason", tt.name)
+		}
+	}
+}
+
+func TestDefaultWeightOverrideClearedByConfigEdit(t *testing.T) {
+	r := DestRecord{State: Managed, Written: 30, DefaultOverride: 30, OverriddenConfig: 10}
+	if got := r.DefaultWeight(10); got != 30 {
+		t.Errorf("override kept while config unchanged: got %d, want 30", got)
+	}
+	if got := r.DefaultWeight(20); got != 20 {
+		t.Errorf("config edited to 20: got %d, want 20", got)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	p := WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1}
+	managed := DestRecord{State: Managed, Written: 10}
+	probeErr := errors.New("connection refused")
+	tests := []struct {
+		name      string
+		rec       DestRecord
+		kernel    int
+		obs       Observation
+		ctrl      float64
+		wantWrite bool
+		wantTo    int
+		wantState Ownership
+		wantCtrl  float64
+	}{
+		{"drained never touched, even when unreachable", DestRecord{State: DrainedByOperator}, 0,
+			Observation{ProbeErr: probeErr}, 0, false, 0, DrainedByOperator, 0},
+		{"unreachable goes to 0", managed, 10, Observation{ProbeErr: probeErr}, 10, true, 0, Down, 10},
+		{"down stays down while unreachable", DestRecord{State: Down, RestoreWeight: 10}, 0,
+			Observation{ProbeErr: probeErr}, 10, false, 0, Down, 10},
+		{"down restored when it answers", DestRecord{State: Down, RestoreWeight: 14}, 0,
+			Observation{ProbeOK: true}, 3, true, 14, Managed, 14},
+		{"down without restore weight gets default", DestRecord{State: Down}, 0,
+			Observation{ProbeOK: true}, 3, true, 10, Managed, 10},
+		{"dead agent keeps the weight", managed, 10, Observation{ProbeOK: true, AgentErr: errors.New("timeout")}, 10, false, 0, Managed, 10},
+		// 10 + 5·∛(0.95−0.825) = 12.5 → 13; |13−10| > 1
+		{"light load raises", managed, 10, Observation{ProbeOK: true, AgentOK: true, Load: 0.825}, 10, true, 13, Managed, 12.5},
+		// 10 + 5·∛(0.95−0.95+…) small: ∛(0.95−0.949) = 0.1 → 10.5 → 11 (rounds half up), |11−10| = 1 not > 1
+		{"below threshold not written", managed, 10, Observation{ProbeOK: true, AgentOK: true, Load: 0.949}, 10, false, 0, Managed, 10.5},
+		// kernel 150 above scale·default 100: written back down to 100 even though close
+		{"out of bounds corrected", DestRecord{State: Managed, Written: 150}, 150, Observation{ProbeOK: true, AgentOK: true, Load: 0.95}, 100, true, 100, Managed, 100},
+	}
+	for _, tt := range tests {
+		ctrl := tt.ctrl
+		a := Decide(tt.rec, tt.kernel, 10, tt.obs, &ctrl, p)
+		if a.Write != tt.wantWrite || (a.Write && a.To != tt.wantTo) || a.Record.State != tt.wantState {
+			t.Errorf("%s: Decide = write=%v to=%d state=%s, want write=%v to=%d state=%s", tt.name, a.Write, a.To, a.Record.State, tt.wantWrite, tt.wantTo, tt.wantState)
+		}
+		if !near(ctrl, tt.wantCtrl) {
+			t.Errorf("%s: controller weight %v, want %v", tt.name, ctrl, tt.wantCtrl)
+		}
+		if a.Write && a.Record.Written != a.To {
+			t.Errorf("%s: record written %d, want %d", tt.name, a.Record.Written, a.To)
+		}
+	}
+}
