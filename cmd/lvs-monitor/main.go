@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,11 +20,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lvs-monitor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/lvs-monitor/lvs-monitor.toml", "configuration file (TOML)")
 	check := fs.Bool("check", false, "check the configuration file, print the result and exit 0 (valid) or 1")
 	dryRun := fs.Bool("dry-run", false, "compute and log every decision, write nothing (no kernel writes, no state file)")
@@ -35,18 +37,18 @@ func run(args []string) int {
 	cfg, err := monitor.LoadConfig(*configPath)
 	if *check {
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		fmt.Printf("%s: ok (%d services)\n", *configPath, len(cfg.Services))
+		fmt.Fprintf(stdout, "%s: ok (%d services)\n", *configPath, len(cfg.Services))
 		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "lvs-monitor: -log-level: %v\n", err)
+		fmt.Fprintf(stderr, "lvs-monitor: -log-level: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err != nil {
 		log.Error("configuration", "error", err)
 		return 1

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	good, err := os.ReadFile("../../docs/examples/lvs-monitor.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		config   string
+		wantCode int
+		want     []string
+	}{
+		{"example config", string(good), 0, []string{"ok (1 services)"}},
+		{"misspelt key", strings.Replace(string(good), "\ninterval =", "\nintreval =", 1), 1,
+			[]string{"intreval", "unknown key", `did you mean "interval"`}},
+		{"coefficient sum", strings.Replace(string(good), "cpu      = 0.3", "cpu      = 0.4", 1), 1,
+			[]string{"coefficients", "must sum to 1", "1.1000"}},
+		{"negative interval", strings.Replace(string(good), `interval = "5s"`, `interval = "-5s"`, 1), 1,
+			[]string{"interval", "positive duration"}},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(t.TempDir(), "lvs-monitor.toml")
+		if err := os.WriteFile(path, []byte(tt.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"-check", "-config", path}, &stdout, &stderr)
+		if code != tt.wantCode {
+			t.Errorf("%s: exit %d, want %d (stderr %q)", tt.name, code, tt.wantCode, stderr.String())
+		}
+		out := stdout.String() + stderr.String()
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output %q does not contain %q", tt.name, out, w)
+			}
+		}
+	}
+}
+
+func TestRefusesWithoutIPVS(t *testing.T) {
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+		t.Skip("this kernel has IPVS; the refusal is tested where it has none")
+	}
+	dir := t.TempDir()
+	cfg := strings.Replace(string(mustRead(t, "../../docs/examples/lvs-monitor.toml")), `"/var/lib/lvs-monitor"`, `"`+dir+`"`, 1)
+	path := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-config", path}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d without IPVS, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "modprobe ip_vs") {
+		t.Errorf("message %q does not say what to do", stderr.String())
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
