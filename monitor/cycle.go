@@ -186,8 +186,23 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 	}
 	_ = g.Wait() // the calls report through their rows
 	for _, r := range rows {
-		if r.polled && r.agentErr != nil {
-			m.log.Debug("agent poll failed; keeping the weight", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+		if !r.polled {
+			continue
+		}
+		// Log when an agent starts or stops failing, not every interval.
+		failing := r.agentErr != nil
+		switch {
+		case failing && !m.agentFailing[r.key]:
+			m.log.Warn("agent not answering; keeping the server's weight while its service answers", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+		case !failing && m.agentFailing[r.key]:
+			m.log.Info("agent answering again", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr)
+		case failing:
+			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+		}
+		if failing {
+			m.agentFailing[r.key] = true
+		} else {
+			delete(m.agentFailing, r.key)
 		}
 	}
 }

@@ -36,6 +36,8 @@ type Monitor struct {
 	ctrl     map[DestKey]float64 // controller's fractional weights
 	counters map[DestKey]uint32  // last connection-counter readings
 	noted    map[string]bool     // one-time notices already logged
+	// agentFailing holds the destinations whose agent failed last time.
+	agentFailing map[DestKey]bool
 
 	mu   sync.Mutex
 	last CycleReport
@@ -61,6 +63,8 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		ctrl:     map[DestKey]float64{},
 		counters: map[DestKey]uint32{},
 		noted:    map[string]bool{},
+
+		agentFailing: map[DestKey]bool{},
 	}
 	st, err := deps.Store.Load()
 	switch {
