@@ -70,7 +70,7 @@ type destRow struct {
 // read table → reconcile ownership → gather inputs → compute load →
 // compute weight and decide → write → persist.
 func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
-	start := time.Now()
+	start := m.deps.Now()
 	rows := m.readTable()
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
@@ -86,7 +86,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 			errs = append(errs, err)
 		}
 	}
-	rep := CycleReport{Start: start, Duration: time.Since(start), Writes: writes, Dests: statuses(rows)}
+	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: writes, Dests: statuses(rows)}
 	m.mu.Lock()
 	m.last = rep
 	m.mu.Unlock()

@@ -20,6 +20,9 @@ type Deps struct {
 	Prober Prober
 	Store  Store
 	Logger *slog.Logger
+	// Now is the clock (default time.Now). A simulator passes its own so
+	// that everything time-based in the monitor follows simulated time.
+	Now func() time.Time
 }
 
 // Monitor runs the dynamic-feedback cycle. Create it with New; call Run, or
@@ -54,6 +57,9 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
 	}
 	m := &Monitor{
 		cfg:      cfg,
