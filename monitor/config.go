@@ -32,6 +32,7 @@ type Config struct {
 
 	Coefficients Coefficients    `toml:"coefficients"`
 	Weight       WeightParams    `toml:"weight"`
+	Availability Availability    `toml:"availability"`
 	Services     []ServiceConfig `toml:"service"`
 }
 
@@ -59,6 +60,25 @@ type WeightParams struct {
 	Min    int     `toml:"min"`
 	// Threshold: a weight is written only when |new − current| > Threshold.
 	Threshold int `toml:"threshold"`
+}
+
+// Availability holds the rules that keep the monitor from making an
+// incident worse (docs/design.md, "When things fail").
+type Availability struct {
+	// FreezeShare: when more than this share of a service's servers (those
+	// not drained by the operator) fail their probe in the same cycle, the
+	// director is probably the one cut off: the service's weights are
+	// frozen instead of zeroed. 1 disables the freeze.
+	FreezeShare float64 `toml:"freeze_share"`
+	// AgentExpiry: an agent silent for longer than this while its server
+	// answers is stale; the server's load is then computed from the
+	// director's own inputs (INPUT and RESPONSE, renormalised). Until then
+	// the weight is kept.
+	AgentExpiry time.Duration `toml:"agent_expiry"`
+	// SlowStart: a server back from down, or undrained, ramps from
+	// SlowStartFloor of its weight to all of it over this window. 0 disables.
+	SlowStart      time.Duration `toml:"slow_start"`
+	SlowStartFloor float64       `toml:"slow_start_floor"`
 }
 
 // ServiceConfig is one virtual service and the real servers the daemon
@@ -105,6 +125,7 @@ func DefaultConfig() Config {
 		AgentPort:    agent.DefaultPort,
 		Coefficients: Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight:       WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
+		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
 
@@ -238,6 +259,22 @@ func (cfg *Config) check(name string, data []byte) error {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
 	}
 
+	av := cfg.Availability
+	if !(av.FreezeShare > 0 && av.FreezeShare <= 1) {
+		bad("availability.freeze_share", "must be above 0 and at most 1 (1 disables the freeze), got %v", av.FreezeShare)
+	}
+	if av.AgentExpiry < 0 {
+		bad("availability.agent_expiry", "must not be negative, got %v", av.AgentExpiry)
+	} else if cfg.Interval > 0 && av.AgentExpiry < cfg.Interval {
+		bad("availability.agent_expiry", "must be at least one interval (%v), got %v", cfg.Interval, av.AgentExpiry)
+	}
+	if av.SlowStart < 0 {
+		bad("availability.slow_start", "must not be negative (0 disables it), got %v", av.SlowStart)
+	}
+	if !(av.SlowStartFloor > 0 && av.SlowStartFloor <= 1) {
+		bad("availability.slow_start_floor", "must be above 0 and at most 1, got %v", av.SlowStartFloor)
+	}
+
 	if len(cfg.Services) == 0 {
 		bad("service", "no [[service]] configured: nothing to manage")
 	}
@@ -359,9 +396,10 @@ func splitHostPort(s string) (string, int, error) {
 // knownKeys lists every key the configuration accepts, per table, for the
 // "did you mean" suggestion.
 var knownKeys = map[string][]string{
-	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "coefficients", "weight", "service"},
+	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "coefficients", "weight", "availability", "service"},
 	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
 	"weight":         {"gain", "target", "scale", "min", "threshold"},
+	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
 	"service":        {"address", "agent_port", "probe", "server"},
 	"service.probe":  {"type", "path", "host", "expect_status", "port", "reference"},
 	"service.server": {"address", "weight", "agent"},

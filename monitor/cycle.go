@@ -29,6 +29,9 @@ type DestStatus struct {
 	ProbeRTT      time.Duration
 	ProbeErr      error
 	AgentErr      error
+	AgentStale    bool    // the agent has been silent longer than agent_expiry
+	Frozen        bool    // the service is frozen (fail static) this cycle
+	Ramp          float64 // slow-start factor, 1 when not ramping
 	Wrote         bool
 	Reason        string // why the weight or ownership changed, if it did
 }
@@ -56,11 +59,14 @@ type destRow struct {
 	report   agent.Report
 	agentErr error
 	polled   bool
+	stale    bool // agent silent for longer than agent_expiry
 
 	// computed
 	newConns int64
 	inputs   Inputs
 	load     float64
+	ramp     float64
+	frozen   bool
 	action   Action
 	reason   string // ownership change found while reconciling
 	wrote    bool
@@ -149,6 +155,9 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 		m.state[r.key] = res.Record
 		m.ctrl[r.key] = float64(r.kernel.Weight)
 		r.reason = res.Reason
+		if known && rec.State != Managed && res.Record.State == Managed {
+			m.rampStart[r.key] = m.deps.Now() // back in rotation: slow start
+		}
 		level := slog.LevelInfo
 		m.log.Log(context.Background(), level, "ownership", "service", r.key.Service, "server", r.key.Dest,
 			"weight", r.kernel.Weight, "state", res.Record.State, "reason", res.Reason)
@@ -203,6 +212,14 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 			m.agentFailing[r.key] = true
 		} else {
 			delete(m.agentFailing, r.key)
+			m.agentOK[r.key] = m.deps.Now()
+		}
+		if failing {
+			last, ok := m.agentOK[r.key]
+			if !ok {
+				last = m.started
+			}
+			r.stale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
 		}
 	}
 }
@@ -228,38 +245,88 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 		}
 		inputs := InputLoads(conns)
 		for i, r := range inRotation {
-			if r.agentErr != nil || !r.polled {
-				continue
+			r.inputs = Inputs{Input: inputs[i], Response: ResponseLoad(r.rtt, svc.Probe.Reference)}
+			switch {
+			case r.polled && r.agentErr == nil:
+				r.inputs.CPU = r.report.CPU
+				r.inputs.Memory = r.report.Memory
+				r.inputs.Disk = r.report.Disk
+				r.inputs.Process = r.report.Processes
+				r.load = AggregateLoad(r.inputs, m.cfg.Coefficients)
+			case r.stale:
+				if load, ok := DirectorOnlyLoad(r.inputs, m.cfg.Coefficients); ok {
+					r.load = load
+				}
 			}
-			r.inputs = Inputs{
-				Input:    inputs[i],
-				CPU:      r.report.CPU,
-				Memory:   r.report.Memory,
-				Disk:     r.report.Disk,
-				Response: ResponseLoad(r.rtt, svc.Probe.Reference),
-				Process:  r.report.Processes,
-			}
-			r.load = AggregateLoad(r.inputs, m.cfg.Coefficients)
 		}
 	}
 }
 
 // decide runs the availability rules and the weight formula for each row.
+// A service with too many unreachable servers is frozen: none of its
+// weights change this cycle (fail static).
 func (m *Monitor) decide(rows []*destRow) {
+	eligible := map[ipvs.ServiceKey]int{}
+	unreachable := map[ipvs.ServiceKey]int{}
 	for _, r := range rows {
-		obs := Observation{
-			ProbeOK:  r.probed && r.probeErr == nil,
-			ProbeErr: r.probeErr,
-			AgentOK:  r.polled && r.agentErr == nil && !math.IsNaN(r.load) && !math.IsInf(r.load, 0),
-			AgentErr: r.agentErr,
-			Load:     r.load,
-		}
 		if r.rec.State == DrainedByOperator {
+			continue
+		}
+		eligible[r.key.Service]++
+		if r.probed && r.probeErr != nil {
+			unreachable[r.key.Service]++
+		}
+	}
+	frozen := map[ipvs.ServiceKey]bool{}
+	for svc, n := range eligible {
+		f := ShouldFreeze(unreachable[svc], n, m.cfg.Availability.FreezeShare)
+		frozen[svc] = f
+		switch {
+		case f && !m.frozen[svc]:
+			m.log.Warn("service frozen: too many servers unreachable at once, the director is probably cut off; weights left as they are",
+				"service", svc, "unreachable", unreachable[svc], "servers", n, "freeze_share", m.cfg.Availability.FreezeShare)
+		case !f && m.frozen[svc]:
+			m.log.Info("service unfrozen: enough servers reachable again", "service", svc, "unreachable", unreachable[svc], "servers", n)
+		}
+		if f {
+			m.frozen[svc] = true
+		} else {
+			delete(m.frozen, svc)
+		}
+	}
+	now := m.deps.Now()
+	for _, r := range rows {
+		r.ramp = 1
+		if t, ok := m.rampStart[r.key]; ok {
+			r.ramp = SlowStartFactor(now.Sub(t), m.cfg.Availability.SlowStart, m.cfg.Availability.SlowStartFloor)
+			if r.ramp >= 1 {
+				delete(m.rampStart, r.key)
+			}
+		}
+		if frozen[r.key.Service] || r.rec.State == DrainedByOperator {
+			r.frozen = frozen[r.key.Service]
 			r.action = Action{Record: r.rec}
 			continue
 		}
+		if r.rec.State == Down {
+			// Coming back: the ramp starts now.
+			r.ramp = SlowStartFactor(0, m.cfg.Availability.SlowStart, m.cfg.Availability.SlowStartFloor)
+		}
+		obs := Observation{
+			ProbeOK:  r.probed && r.probeErr == nil,
+			ProbeErr: r.probeErr,
+			LoadOK:   !math.IsNaN(r.load) && !math.IsInf(r.load, 0),
+			AgentErr: r.agentErr,
+			Load:     r.load,
+		}
 		ctrl := m.ctrl[r.key]
-		r.action = Decide(r.rec, r.kernel.Weight, r.server.Weight, obs, &ctrl, m.cfg.Weight)
+		r.action = Decide(DecideInput{
+			Record:            r.rec,
+			KernelWeight:      r.kernel.Weight,
+			ConfiguredDefault: r.server.Weight,
+			Obs:               obs,
+			Ramp:              r.ramp,
+		}, &ctrl, m.cfg.Weight)
 		m.ctrl[r.key] = ctrl
 	}
 }
@@ -292,6 +359,9 @@ func (m *Monitor) write(rows []*destRow) (int, bool, error) {
 			writes++
 			r.wrote = true
 			r.kernel.Weight = a.To
+			if r.rec.State == Down && a.Record.State == Managed {
+				m.rampStart[r.key] = m.deps.Now()
+			}
 			m.state[r.key] = a.Record
 			changed = true
 			m.log.Info("weight changed", attrs...)
@@ -330,6 +400,9 @@ func statuses(rows []*destRow) []DestStatus {
 			ProbeRTT:      r.rtt,
 			ProbeErr:      r.probeErr,
 			AgentErr:      r.agentErr,
+			AgentStale:    r.stale,
+			Frozen:        r.frozen,
+			Ramp:          r.ramp,
 			Wrote:         r.wrote,
 			Reason:        reason,
 		})

@@ -109,7 +109,12 @@ type rig struct {
 	agents *stubAgents
 	prober *stubProber
 	dir    string
+	now    time.Time // the monitor's clock; advance it with r.advance
 }
+
+func (r *rig) clock() time.Time { return r.now }
+
+func (r *rig) advance(d time.Duration) { r.now = r.now.Add(d) }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
@@ -124,6 +129,7 @@ func newRig(t *testing.T) *rig {
 		agents: &stubAgents{reports: map[string]agent.Report{}},
 		prober: &stubProber{down: map[netip.AddrPort]bool{}},
 		dir:    t.TempDir(),
+		now:    time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 	}
 	r.cfg.StateDir = r.dir
 	must(t, r.table.AddService(svcKey, "wrr"))
@@ -138,7 +144,7 @@ func (r *rig) monitor(dryRun bool) *Monitor {
 	r.t.Helper()
 	store, err := NewFileStore(r.dir)
 	must(r.t, err)
-	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store}, dryRun)
+	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock}, dryRun)
 	must(r.t, err)
 	return m
 }
@@ -245,9 +251,20 @@ func TestOperatorDrainIsLeftAloneAcrossRestart(t *testing.T) {
 	if s.State != Managed || s.DefaultWeight != 7 {
 		t.Errorf("after undrain: state %s default %d, want managed 7", s.State, s.DefaultWeight)
 	}
-	// The same cycle runs the formula from 7 at load 0: 7 + 5·∛0.95 = 11.9 → 12.
-	if got := r.weight(rsB); got != 12 {
-		t.Errorf("after undrain at load 0: weight %d, want 12", got)
+	// The same cycle runs the formula from 7 at load 0: 7 + 5·∛0.95 = 11.9,
+	// and slow start begins at 10 %: 1.19 → 1.
+	if got := r.weight(rsB); got != 1 {
+		t.Errorf("after undrain at load 0: weight %d, want 1 (slow start)", got)
+	}
+	r.advance(15 * time.Second) // half the 30 s window: 50 % of 11.9 + 4.9 = 16.8 → 8.4 → 8
+	cycle(t, m2)
+	if got := r.weight(rsB); got != 8 {
+		t.Errorf("half-way through slow start: weight %d, want 8", got)
+	}
+	r.advance(15 * time.Second) // ramp over: 16.8 + 4.9 = 21.7 → 22
+	cycle(t, m2)
+	if got := r.weight(rsB); got != 22 {
+		t.Errorf("after slow start: weight %d, want 22", got)
 	}
 }
 
@@ -268,8 +285,14 @@ func TestRestartRestoresServerTheDaemonZeroed(t *testing.T) {
 	r.prober.setDown(rsC, false)
 	m2 := r.monitor(false)
 	cycle(t, m2)
-	if got := r.weight(rsC); got != 13 {
-		t.Errorf("C after restart and recovery: weight %d, want its weight before it went down, 13", got)
+	// Slow start from 10 % of the weight it had before it went down: 1.3 → 1.
+	if got := r.weight(rsC); got != 1 {
+		t.Errorf("C after restart and recovery: weight %d, want 1 (10 %% of 13)", got)
+	}
+	r.advance(30 * time.Second) // ramp over; the formula continues from 13: 15.5 → 16
+	cycle(t, m2)
+	if got := r.weight(rsC); got != 16 {
+		t.Errorf("C after slow start: weight %d, want 16", got)
 	}
 }
 

@@ -41,6 +41,10 @@ type Monitor struct {
 	noted    map[string]bool     // one-time notices already logged
 	// agentFailing holds the destinations whose agent failed last time.
 	agentFailing map[DestKey]bool
+	agentOK      map[DestKey]time.Time // last good agent reply
+	rampStart    map[DestKey]time.Time // slow start began (back from down, undrained)
+	frozen       map[ipvs.ServiceKey]bool
+	started      time.Time
 
 	mu   sync.Mutex
 	last CycleReport
@@ -71,6 +75,10 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		noted:    map[string]bool{},
 
 		agentFailing: map[DestKey]bool{},
+		agentOK:      map[DestKey]time.Time{},
+		rampStart:    map[DestKey]time.Time{},
+		frozen:       map[ipvs.ServiceKey]bool{},
+		started:      deps.Now(),
 	}
 	st, err := deps.Store.Load()
 	switch {

@@ -118,10 +118,11 @@ func Reconcile(rec DestRecord, known bool, kernelWeight, configuredDefault int) 
 type Observation struct {
 	ProbeOK  bool
 	ProbeErr error
-	AgentOK  bool
 	AgentErr error
-	// Load is the aggregate load; valid only when ProbeOK and AgentOK.
-	Load float64
+	// LoadOK says Load holds an aggregate load: from the agent's report, or
+	// from the director's own inputs when the agent is stale.
+	LoadOK bool
+	Load   float64
 }
 
 // Action is the decision for one destination in one interval.
@@ -132,49 +133,78 @@ type Action struct {
 	Reason string
 }
 
+// DecideInput is everything Decide needs to know about one destination.
+type DecideInput struct {
+	Record            DestRecord
+	KernelWeight      int
+	ConfiguredDefault int
+	Obs               Observation
+	// Ramp is the slow-start factor (SlowStartFactor): the share of its
+	// weight the server may have now. 1 means no ramp.
+	Ramp float64
+}
+
 // Decide applies the availability rules and the weight formula to one
-// managed, down or drained destination. ctrl is the controller's fractional
-// weight, updated in place when the formula runs.
+// destination. ctrl is the controller's fractional weight, updated in place
+// when the formula runs.
 //
 //   - drained by the operator: never touched;
 //   - probe failed: a managed server goes to weight 0 (Down), remembering
 //     its weight;
-//   - probe answers again: a Down server gets its weight back;
-//   - agent failed while the probe answers: the weight is kept (a dead agent
-//     is not a dead server);
+//   - probe answers again: a Down server gets its weight back (ramped);
+//   - no load (agent failed, not yet stale): the weight is kept — a dead
+//     agent is not a dead server;
 //   - otherwise the formula runs and the result is written when it passes
 //     the threshold, or when the kernel weight lies outside [Min,
-//     Scale·default] (a lowered default weight takes effect at once).
-func Decide(rec DestRecord, kernelWeight, configuredDefault int, obs Observation, ctrl *float64, p WeightParams) Action {
+//     Scale·default] (a lowered default weight takes effect at once), or
+//     at every step of a slow-start ramp.
+func Decide(in DecideInput, ctrl *float64, p WeightParams) Action {
+	rec, obs := in.Record, in.Obs
+	ramp := in.Ramp
+	if !(ramp > 0 && ramp <= 1) {
+		ramp = 1
+	}
 	switch {
 	case rec.State == DrainedByOperator:
 		return Action{Record: rec}
 	case !obs.ProbeOK && rec.State == Managed:
 		down := rec
-		down.State, down.Written, down.RestoreWeight = Down, 0, kernelWeight
+		down.State, down.Written, down.RestoreWeight = Down, 0, in.KernelWeight
 		return Action{Write: true, To: 0, Record: down, Reason: fmt.Sprintf("unreachable: %v", obs.ProbeErr)}
 	case !obs.ProbeOK:
 		return Action{Record: rec}
 	case rec.State == Down:
-		to := rec.RestoreWeight
-		if to <= 0 {
-			to = rec.DefaultWeight(configuredDefault)
+		full := rec.RestoreWeight
+		if full <= 0 {
+			full = rec.DefaultWeight(in.ConfiguredDefault)
 		}
+		to := rampWeight(float64(full), ramp, p.Min)
 		up := rec
 		up.State, up.Written, up.RestoreWeight = Managed, to, 0
-		*ctrl = float64(to)
+		*ctrl = float64(full)
 		return Action{Write: true, To: to, Record: up, Reason: "reachable again: weight restored"}
-	case !obs.AgentOK:
+	case !obs.LoadOK:
 		return Action{Record: rec}
 	}
-	def := rec.DefaultWeight(configuredDefault)
+	def := rec.DefaultWeight(in.ConfiguredDefault)
 	*ctrl = NextWeight(*ctrl, obs.Load, def, p)
-	to := RoundWeight(*ctrl)
-	outOfBounds := kernelWeight < p.Min || float64(kernelWeight) > maxWeightFor(def, p)
-	if !outOfBounds && !PassesThreshold(kernelWeight, to, p.Threshold) {
+	to := rampWeight(*ctrl, ramp, p.Min)
+	outOfBounds := in.KernelWeight < p.Min || float64(in.KernelWeight) > maxWeightFor(def, p)
+	ramping := ramp < 1 && to != in.KernelWeight
+	if !outOfBounds && !ramping && !PassesThreshold(in.KernelWeight, to, p.Threshold) {
 		return Action{Record: rec}
 	}
 	next := rec
 	next.Written = to
-	return Action{Write: true, To: to, Record: next, Reason: fmt.Sprintf("load %.3f", obs.Load)}
+	reason := fmt.Sprintf("load %.3f", obs.Load)
+	if ramp < 1 {
+		reason += fmt.Sprintf(", slow start %.0f%%", ramp*100)
+	}
+	return Action{Write: true, To: to, Record: next, Reason: reason}
+}
+
+// rampWeight is the integer weight written for controller weight w at
+// slow-start factor ramp, never below min.
+func rampWeight(w, ramp float64, min int) int {
+	return max(min, RoundWeight(w*ramp))
 }

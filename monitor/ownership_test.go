@@ -62,27 +62,35 @@ func TestDecide(t *testing.T) {
 		wantTo    int
 		wantState Ownership
 		wantCtrl  float64
+		ramp      float64 // 0 = no ramp
 	}{
 		{"drained never touched, even when unreachable", DestRecord{State: DrainedByOperator}, 0,
-			Observation{ProbeErr: probeErr}, 0, false, 0, DrainedByOperator, 0},
-		{"unreachable goes to 0", managed, 10, Observation{ProbeErr: probeErr}, 10, true, 0, Down, 10},
+			Observation{ProbeErr: probeErr}, 0, false, 0, DrainedByOperator, 0, 0},
+		{"unreachable goes to 0", managed, 10, Observation{ProbeErr: probeErr}, 10, true, 0, Down, 10, 0},
 		{"down stays down while unreachable", DestRecord{State: Down, RestoreWeight: 10}, 0,
-			Observation{ProbeErr: probeErr}, 10, false, 0, Down, 10},
+			Observation{ProbeErr: probeErr}, 10, false, 0, Down, 10, 0},
 		{"down restored when it answers", DestRecord{State: Down, RestoreWeight: 14}, 0,
-			Observation{ProbeOK: true}, 3, true, 14, Managed, 14},
+			Observation{ProbeOK: true}, 3, true, 14, Managed, 14, 0},
 		{"down without restore weight gets default", DestRecord{State: Down}, 0,
-			Observation{ProbeOK: true}, 3, true, 10, Managed, 10},
-		{"dead agent keeps the weight", managed, 10, Observation{ProbeOK: true, AgentErr: errors.New("timeout")}, 10, false, 0, Managed, 10},
+			Observation{ProbeOK: true}, 3, true, 10, Managed, 10, 0},
+		{"dead agent keeps the weight", managed, 10, Observation{ProbeOK: true, AgentErr: errors.New("timeout")}, 10, false, 0, Managed, 10, 0},
 		// 10 + 5·∛(0.95−0.825) = 12.5 → 13; |13−10| > 1
-		{"light load raises", managed, 10, Observation{ProbeOK: true, AgentOK: true, Load: 0.825}, 10, true, 13, Managed, 12.5},
+		{"light load raises", managed, 10, Observation{ProbeOK: true, LoadOK: true, Load: 0.825}, 10, true, 13, Managed, 12.5, 0},
 		// 10 + 5·∛(0.95−0.95+…) small: ∛(0.95−0.949) = 0.1 → 10.5 → 11 (rounds half up), |11−10| = 1 not > 1
-		{"below threshold not written", managed, 10, Observation{ProbeOK: true, AgentOK: true, Load: 0.949}, 10, false, 0, Managed, 10.5},
+		{"below threshold not written", managed, 10, Observation{ProbeOK: true, LoadOK: true, Load: 0.949}, 10, false, 0, Managed, 10.5, 0},
 		// kernel 150 above scale·default 100: written back down to 100 even though close
-		{"out of bounds corrected", DestRecord{State: Managed, Written: 150}, 150, Observation{ProbeOK: true, AgentOK: true, Load: 0.95}, 100, true, 100, Managed, 100},
+		// slow start at 10 %: restore 14 → 1.4 → 1
+		{"restored with slow start", DestRecord{State: Down, RestoreWeight: 14}, 0,
+			Observation{ProbeOK: true}, 3, true, 1, Managed, 14, 0.1},
+		// ramp 50 %: 12.5·0.5 = 6.25 → 6; written although |6−10| … any ramp step that changes is written
+		{"ramping formula", managed, 10, Observation{ProbeOK: true, LoadOK: true, Load: 0.825}, 10, true, 6, Managed, 12.5, 0.5},
+		// ramp 50 %, weight already at the ramped value: nothing to write
+		{"ramp step unchanged", DestRecord{State: Managed, Written: 5}, 5, Observation{ProbeOK: true, LoadOK: true, Load: 0.95}, 10, false, 0, Managed, 10, 0.5},
+		{"out of bounds corrected", DestRecord{State: Managed, Written: 150}, 150, Observation{ProbeOK: true, LoadOK: true, Load: 0.95}, 100, true, 100, Managed, 100, 0},
 	}
 	for _, tt := range tests {
 		ctrl := tt.ctrl
-		a := Decide(tt.rec, tt.kernel, 10, tt.obs, &ctrl, p)
+		a := Decide(DecideInput{Record: tt.rec, KernelWeight: tt.kernel, ConfiguredDefault: 10, Obs: tt.obs, Ramp: tt.ramp}, &ctrl, p)
 		if a.Write != tt.wantWrite || (a.Write && a.To != tt.wantTo) || a.Record.State != tt.wantState {
 			t.Errorf("%s: Decide = write=%v to=%d state=%s, want write=%v to=%d state=%s", tt.name, a.Write, a.To, a.Record.State, tt.wantWrite, tt.wantTo, tt.wantState)
 		}

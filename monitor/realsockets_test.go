@@ -82,6 +82,8 @@ interval = "2s"
 agent_timeout = "1s"
 probe_timeout = "1s"
 state_dir = %q
+[availability]
+slow_start = "0s"
 [[service]]
 address = "192.0.2.1:80/tcp"
 [service.probe]
