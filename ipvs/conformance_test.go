@@ -219,6 +219,43 @@ func runConformance(t *testing.T, newTable func(t *testing.T) Admin) {
 		checkWeights(t, tb, tcp4, map[netip.AddrPort]int{real1: 100 + won, real2: 20, real3: 30})
 	})
 
+	t.Run("ConcurrentReadersAndWriters", func(t *testing.T) {
+		// Many goroutines share one table: reads never fail, and every
+		// write either lands or reports the weight it lost to.
+		tb := withDests(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for g := range 6 {
+			wg.Go(func() {
+				for i := range 50 {
+					if _, err := tb.Services(); err != nil {
+						errs <- err
+						return
+					}
+					ds, err := tb.Destinations(tcp4)
+					if err != nil {
+						errs <- err
+						return
+					}
+					d := ds[(g+i)%len(ds)]
+					err = tb.SetWeight(tcp4, d.Addr, d.Weight, 1+(d.Weight+g)%100)
+					if err != nil && !errors.Is(err, ErrWeightChanged) {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if ds := destinations(t, tb, tcp4); len(ds) != 3 {
+			t.Errorf("destinations after the storm: %v", ds)
+		}
+	})
+
 	t.Run("DestinationRemovedBetweenReadAndWrite", func(t *testing.T) {
 		tb := withDests(t)
 		ds := destinations(t, tb, tcp4)
