@@ -12,13 +12,19 @@ const DefaultPort = 9771
 // MaxReportBytes bounds a /v1/load reply. Larger replies are refused.
 const MaxReportBytes = 16 << 10
 
+// MaxLoad is the largest normalised load an agent reports and DecodeReport
+// accepts. The agent caps its loads here (a host with 100 times more runnable
+// tasks than CPUs is simply "overloaded"); a reply above it is refused as
+// nonsense.
+const MaxLoad = 100
+
 // Report is the body of GET /v1/load.
 //
 // The four normalised loads use one scale: 0 = idle, 1 = fully loaded, and
 // values above 1 mean overloaded (for example more runnable tasks than CPUs).
 type Report struct {
 	Schema int       `json:"schema"`
-	Time   time.Time `json:"time"` // when the sample was taken (agent's clock)
+	Time   time.Time `json:"time"`   // when the sample was taken (agent's clock)
 	Source string    `json:"source"` // "host", "cgroup:/path", "process:PID"
 
 	CPU       float64 `json:"cpu"`
@@ -32,13 +38,15 @@ type Report struct {
 // Raw holds the figures behind the normalised loads, for operators and
 // `lvsctl explain`. Fields that do not apply to a source are zero or absent.
 type Raw struct {
-	WindowSeconds     float64            `json:"window_seconds"`      // CPU sampling window
-	CPUs              float64            `json:"cpus"`                // CPUs available to the source
-	CPUBusy           float64            `json:"cpu_busy"`            // busy fraction over the window
-	MemTotalBytes     uint64             `json:"mem_total_bytes"`
-	MemAvailableBytes uint64             `json:"mem_available_bytes"`
+	PID               int                `json:"pid,omitempty"`             // process:/pidfile: sources: the PID sampled
+	WindowSeconds     float64            `json:"window_seconds"`            // CPU sampling window
+	CPUs              float64            `json:"cpus"`                      // CPUs available to the source (cgroup: quota/cpuset)
+	CPUBusy           float64            `json:"cpu_busy"`                  // busy fraction over the window
+	MemTotalBytes     uint64             `json:"mem_total_bytes"`           // host MemTotal, or the cgroup's memory limit
+	MemAvailableBytes uint64             `json:"mem_available_bytes"`       // host MemAvailable, or limit − working set
 	DiskSpaceUsed     map[string]float64 `json:"disk_space_used,omitempty"` // mount point -> used fraction
 	DiskIOBusy        float64            `json:"disk_io_busy"`              // busiest device's busy fraction
+	DiskIODevice      string             `json:"disk_io_device,omitempty"`  // the busiest device
 	RunnableTasks     int                `json:"runnable_tasks"`
 	Load1             float64            `json:"load1"`
 	Load5             float64            `json:"load5"`
