@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseSource(t *testing.T) {
+	o := fixtureOptions("t0")
+	abs := func(p string) string {
+		t.Helper()
+		s, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := map[string]string{
+		"host":           "host",
+		"process:4242":   "process:4242",
+		"pidfile:/x.pid": "pidfile:/x.pid",
+		"cgroup:" + abs("testdata/t0/cgroup/slice/app"): "cgroup:" + abs("testdata/t0/cgroup/slice/app"),
+	}
+	for spec, name := range good {
+		s, err := ParseSource(spec, o)
+		if err != nil {
+			t.Errorf("ParseSource(%q): %v", spec, err)
+			continue
+		}
+		if s.Name() != name {
+			t.Errorf("ParseSource(%q).Name() = %q", spec, s.Name())
+		}
+	}
+	for _, spec := range []string{"", "hosts", "host:x", "process:", "process:abc", "process:-1", "process:0",
+		"cgroup:", "cgroup:relative", "pidfile:", "nfs:/x", "process:999"} {
+		if _, err := ParseSource(spec, o); err == nil {
+			t.Errorf("ParseSource(%q) accepted", spec)
+		}
+	}
+}
+
+// fakeSource returns readings whose Report yields a report with CPU = the
+// reading's sequence number / 100, or the queued error.
+type fakeSource struct {
+	mu    sync.Mutex
+	n     int
+	errs  map[int]error // read number -> error
+	block chan struct{} // when not nil, Read waits on it
+}
+
+type fakeReading struct{ n int }
+
+func (r fakeReading) Report(prev Reading) (Report, error) {
+	p := prev.(fakeReading)
+	return finish(Report{Time: time.Now(), Source: "fake", CPU: float64(r.n) / 100, Raw: Raw{RunnableTasks: p.n}})
+}
+
+func (f *fakeSource) Name() string { return "fake" }
+func (f *fakeSource) Read() (Reading, error) {
+	f.mu.Lock()
+	f.n++
+	n, err, block := f.n, f.errs[f.n], f.block
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fakeReading{n}, nil
+}
+
+// TestSamplerStates runs a sampler on a fake source: not ready, a report,
+// an error served as such, recovery.
+func TestSamplerStates(t *testing.T) {
+	src := &fakeSource{errs: map[int]error{3: errors.New("boom"), 4: errors.New("boom")}}
+	s, err := NewSampler(src, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Latest(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("before Run: %v, want ErrNotReady", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, ok func(Report, error) bool) (Report, error) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r, err := s.Latest()
+			if ok(r, err) {
+				return r, err
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: last %+v, %v", what, r, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Read 1 is the baseline; read 2 gives CPU 0.02 over [1, 2].
+	r, _ := waitFor("first report", func(r Report, err error) bool { return err == nil })
+	if r.CPU != 0.02 || r.Raw.RunnableTasks != 1 || r.Schema != SchemaVersion {
+		t.Errorf("first report %+v", r)
+	}
+	// Reads 3 and 4 fail: the error is served, not the old report.
+	_, err = waitFor("error", func(r Report, err error) bool { return err != nil })
+	if err.Error() != "boom" {
+		t.Errorf("err = %v", err)
+	}
+	// Read 5 recovers, over the window from read 2 (the last good one).
+	r, _ = waitFor("recovery", func(r Report, err error) bool { return err == nil && r.CPU >= 0.05 })
+	if r.CPU != 0.05 || r.Raw.RunnableTasks != 2 {
+		t.Errorf("after recovery %+v, want cpu 0.05 over [2, 5]", r)
+	}
+	body, err := s.body()
+	if err != nil || !strings.HasSuffix(string(body), "}\n") || !strings.Contains(string(body), `"source":"fake"`) {
+		t.Errorf("body %q, %v", body, err)
+	}
+}
+
+func TestSamplerStale(t *testing.T) {
+	src := &fakeSource{}
+	s, err := NewSampler(src, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	s.started = now
+	s.publish(Report{Schema: 1, Time: now, Source: "fake"}, nil)
+	if _, err := s.Latest(); err != nil || !s.Alive() {
+		t.Fatalf("fresh: %v alive %v", err, s.Alive())
+	}
+	now = now.Add(s.staleAfter() + time.Millisecond)
+	if _, err := s.Latest(); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("stale sample served: %v", err)
+	}
+	if s.Alive() {
+		t.Error("alive with no progress")
+	}
+}
+
+func TestSamplerHungRead(t *testing.T) {
+	src := &fakeSource{block: make(chan struct{})}
+	s, err := NewSampler(src, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	// The read hangs: nothing to serve, but the server must not block.
+	start := time.Now()
+	if _, err := s.Latest(); !errors.Is(err, ErrNotReady) || time.Since(start) > time.Second {
+		t.Errorf("Latest during hung read: %v after %v", err, time.Since(start))
+	}
+	cancel()
+	close(src.block)
+	<-done
+}
+
+func TestNewSamplerRefuses(t *testing.T) {
+	if _, err := NewSampler(nil, time.Second, nil); err == nil {
+		t.Error("nil source accepted")
+	}
+	if _, err := NewSampler(&fakeSource{}, time.Millisecond, nil); err == nil {
+		t.Error("1ms interval accepted")
+	}
+}
+
+func TestCapLoad(t *testing.T) {
+	for _, bad := range []float64{-0.1, nan(), inf()} {
+		if _, err := capLoad("cpu", bad); err == nil {
+			t.Errorf("capLoad(%v) accepted", bad)
+		}
+	}
+	if v, err := capLoad("cpu", 1e9); err != nil || v != MaxLoad {
+		t.Errorf("capLoad(1e9) = %v, %v", v, err)
+	}
+	if _, err := finish(Report{Memory: nan()}); err == nil || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("finish(NaN memory) = %v", err)
+	}
+}
