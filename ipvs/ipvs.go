@@ -3,7 +3,9 @@
 // It offers one narrow interface, Table, with two implementations: Kernel,
 // which talks to the kernel over generic netlink through github.com/moby/ipvs,
 // and Mem, an in-memory table for unit tests, the demo and the simulator.
-// Both behave the same way and are exercised by the same tests.
+// Both behave the same way and are exercised by the same tests (the
+// conformance suite; the kernel run needs LVS_KERNEL_TEST=1 and a VM, see
+// docs/ipvs.md). Kernel is Linux-only.
 //
 // The package must not decide weights, hold policy, or know about agents: it
 // reads services and destinations and writes one destination's weight.
@@ -172,10 +174,12 @@ func ConnectionDelta(prev, cur uint32) uint32 { return cur - prev }
 // Table is what the monitor needs from an IPVS table. Implementations are
 // safe for concurrent use.
 type Table interface {
-	// Services lists the virtual services.
+	// Services lists the virtual services. The order is the
+	// implementation's (the kernel's is its hash order); do not rely on it.
 	Services() ([]Service, error)
-	// Destinations lists one service's real servers. A missing service
-	// returns an error wrapping ErrNotFound.
+	// Destinations lists one service's real servers, in no promised order
+	// (the kernel lists the newest first). A missing service returns an
+	// error wrapping ErrNotFound.
 	Destinations(svc ServiceKey) ([]Destination, error)
 	// SetWeight writes one destination's weight if, and only if, the table
 	// still holds the weight from: a compare-and-set, so a weight changed by
@@ -183,6 +187,7 @@ type Table interface {
 	// an error wrapping ErrWeightChanged in that case, ErrNotFound when the
 	// service or destination is gone, ErrWeightRange for to outside
 	// 0..MaxWeight. Every other attribute of the destination is kept.
+	// When to equals from nothing is written.
 	SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) error
 }
 
