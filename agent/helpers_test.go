@@ -47,8 +47,6 @@ func near(t *testing.T, name string, got, want float64) {
 	}
 }
 
-func ptr(v float64) *float64 { return &v }
-
 func mustFixtureFS(t *testing.T, name string) procfs.FS {
 	t.Helper()
 	fs, err := procfs.NewFS(filepath.Join("testdata", name, "proc"))

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -188,19 +189,14 @@ func TestProcessRealBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	done := make(chan struct{})
-	go func() {
+	go func() { // one busy goroutine
 		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !stop.Load() {
 		}
 	}()
-	defer func() { close(stop); <-done }()
+	defer func() { stop.Store(true); <-done }()
 	r0, err := src.Read()
 	if err != nil {
 		t.Fatal(err)

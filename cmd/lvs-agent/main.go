@@ -1,0 +1,165 @@
+// Command lvs-agent runs on each real server and serves its load to the
+// lvs-feedback monitor on the director: GET /v1/load returns the latest
+// sample as JSON. See docs/agent.md.
+//
+// Usage:
+//
+//	lvs-agent [-listen :9771] [-interval 1s] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
+//	          [-disk-mounts /,/var] [-log-level info]
+//
+// Bad flags exit with status 2; a failure while running exits with 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"lvs-feedback/agent"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, nil))
+}
+
+// config is the parsed command line.
+type config struct {
+	listen   string
+	interval time.Duration
+	source   string
+	mounts   []string
+	level    slog.Level
+}
+
+// parseFlags parses and checks the command line. Usage and errors go to
+// stderr.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("lvs-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.listen, "listen", ":"+strconv.Itoa(agent.DefaultPort), "`address` to serve /v1/load on")
+	fs.DurationVar(&c.interval, "interval", time.Second, "sampling `interval` (at least 100ms)")
+	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
+	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
+	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: lvs-agent [flags]\n\nServes this server's load to the lvs-feedback monitor.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	bad := func(format string, a ...any) (config, error) {
+		err := fmt.Errorf(format, a...)
+		fmt.Fprintf(stderr, "lvs-agent: %v\n", err)
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return bad("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if _, port, err := net.SplitHostPort(c.listen); err != nil {
+		return bad("-listen %q: %v", c.listen, err)
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return bad("-listen %q: bad port", c.listen)
+	}
+	if c.interval < agent.MinInterval || c.interval > time.Hour {
+		return bad("-interval %v: want %v to 1h", c.interval, agent.MinInterval)
+	}
+	for _, m := range strings.Split(*mounts, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			c.mounts = append(c.mounts, m)
+		}
+	}
+	if len(c.mounts) == 0 {
+		return bad("-disk-mounts is empty")
+	}
+	if err := c.level.UnmarshalText([]byte(*level)); err != nil {
+		return bad("-log-level %q: want debug, info, warn or error", *level)
+	}
+	return c, nil
+}
+
+// run is main without the process exit, for tests. ready, if not nil, is
+// called with the listening address once the server accepts connections.
+func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Addr)) int {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
+	src, err := agent.ParseSource(c.source, agent.Options{DiskMounts: c.mounts})
+	if err != nil {
+		fmt.Fprintf(stderr, "lvs-agent: -source: %v\n", err)
+		return 2
+	}
+	// Check every mount once, so a typo is refused now rather than
+	// reported as a sampling error forever.
+	for _, m := range c.mounts {
+		var st unix.Statfs_t
+		if err := unix.Statfs(m, &st); err != nil {
+			fmt.Fprintf(stderr, "lvs-agent: -disk-mounts: %s: %v\n", m, err)
+			return 2
+		}
+	}
+	sampler, err := agent.NewSampler(src, c.interval, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "lvs-agent: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		log.Error("cannot listen", "err", err)
+		return 1
+	}
+	srv := agent.NewServer(c.listen, agent.NewHandler(sampler), log)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		sampler.Run(ctx)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("lvs-agent started", "listen", ln.Addr().String(), "source", src.Name(),
+		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","))
+	if ready != nil {
+		ready(ln.Addr())
+	}
+
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-served:
+		log.Error("server failed", "err", err)
+		code = 1
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Error("shutdown", "err", err)
+		code = 1
+	}
+	cancel()
+	<-sampled
+	return code
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lvs-feedback/agent"
+)
+
+func TestBadFlagsExit2(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-interval", "5ms"}, "-interval 5ms"},
+		{[]string{"-interval", "2h"}, "-interval 2h"},
+		{[]string{"-interval", "soon"}, "invalid value"},
+		{[]string{"-listen", "nowhere"}, "-listen"},
+		{[]string{"-listen", ":99999"}, "bad port"},
+		{[]string{"-source", "vm:3"}, "want host, cgroup:PATH"},
+		{[]string{"-source", "process:abc"}, "positive integer"},
+		{[]string{"-source", "process:999999999"}, "no such process"},
+		{[]string{"-source", "cgroup:/nonexistent"}, "not a cgroup v2 directory"},
+		{[]string{"-disk-mounts", ""}, "-disk-mounts is empty"},
+		{[]string{"-disk-mounts", "/,relative"}, "not an absolute path"},
+		{[]string{"-disk-mounts", "/no/such/mount"}, "/no/such/mount"},
+		{[]string{"-log-level", "loud"}, "-log-level"},
+		{[]string{"-nope"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), tt.args, &stderr, nil)
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+}
+
+func TestHelpExit0(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &stderr, nil); code != 0 || !strings.Contains(stderr.String(), "-source") {
+		t.Errorf("exit %d, %q", code, stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunServesAndStops runs the agent on this process, fetches a report
+// and stops it as SIGTERM would.
+func TestRunServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	addrs := make(chan net.Addr, 1)
+	exit := make(chan int, 1)
+	args := []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-source", "process:" + strconv.Itoa(os.Getpid())}
+	go func() { exit <- run(ctx, args, &stderr, func(a net.Addr) { addrs <- a }) }()
+	var url string
+	select {
+	case a := <-addrs:
+		url = "http://" + a.String()
+	case code := <-exit:
+		t.Fatalf("exited %d: %s", code, stderr.String())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rep, err := agent.Fetch(ctx, nil, url)
+		if err == nil {
+			if rep.Raw.PID != os.Getpid() || rep.Source != "process:"+strconv.Itoa(os.Getpid()) {
+				t.Errorf("report %+v", rep)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no graceful shutdown")
+	}
+	log := stderr.String()
+	if n := strings.Count(log, "\n"); n != 2 || !strings.Contains(log, "lvs-agent started") || !strings.Contains(log, "shutting down") {
+		t.Errorf("log at info should be one line at start and one at stop:\n%s", log)
+	}
+}
