@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
@@ -47,6 +48,7 @@ type CycleReport struct {
 // destRow carries one configured destination through the pipeline.
 type destRow struct {
 	key    DestKey
+	mem    *destMemory
 	svc    *ServiceConfig
 	server *ServerConfig
 	kernel ipvs.Destination
@@ -70,6 +72,8 @@ type destRow struct {
 	action   Action
 	reason   string // ownership change found while reconciling
 	wrote    bool
+	// weightBefore is the kernel weight before this cycle's write.
+	weightBefore int
 }
 
 // Cycle runs one pass of the pipeline:
@@ -104,7 +108,12 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 // table but not in the configuration are left alone; configured services or
 // servers missing from the table are noted once.
 func (m *Monitor) readTable() []*destRow {
-	var rows []*destRow
+	n := 0
+	for i := range m.cfg.Services {
+		n += len(m.cfg.Services[i].Servers)
+	}
+	backing := make([]destRow, 0, n) // one allocation for every row
+	rows := make([]*destRow, 0, n)
 	for i := range m.cfg.Services {
 		svc := &m.cfg.Services[i]
 		dests, err := m.deps.Table.Destinations(svc.Key)
@@ -116,22 +125,29 @@ func (m *Monitor) readTable() []*destRow {
 			}
 			continue
 		}
-		byAddr := make(map[string]ipvs.Destination, len(dests))
+		byAddr := make(map[netip.AddrPort]ipvs.Destination, len(dests))
 		for _, d := range dests {
-			byAddr[d.Addr.String()] = d
+			byAddr[d.Addr] = d
 		}
 		for j := range svc.Servers {
 			rs := &svc.Servers[j]
-			d, ok := byAddr[rs.Addr.String()]
+			d, ok := byAddr[rs.Addr]
 			if !ok {
 				m.noteOnce("nodst "+svc.Key.String()+rs.Addr.String(), slog.LevelWarn, "configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
 				continue
 			}
-			delete(byAddr, rs.Addr.String())
-			rows = append(rows, &destRow{key: DestKey{Service: svc.Key, Dest: rs.Addr}, svc: svc, server: rs, kernel: d, newConns: -1, load: math.NaN()})
+			delete(byAddr, rs.Addr)
+			key := DestKey{Service: svc.Key, Dest: rs.Addr}
+			mem := m.mem[key]
+			if mem == nil {
+				mem = &destMemory{}
+				m.mem[key] = mem
+			}
+			backing = append(backing, destRow{key: key, mem: mem, svc: svc, server: rs, kernel: d, newConns: -1, load: math.NaN()})
+			rows = append(rows, &backing[len(backing)-1])
 		}
 		for addr := range byAddr {
-			m.noteOnce("unmanaged "+svc.Key.String()+addr, slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
+			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
 		}
 	}
 	return rows
@@ -146,17 +162,17 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 		res := Reconcile(rec, known, r.kernel.Weight, r.server.Weight)
 		r.rec = res.Record
 		if !res.Changed {
-			if _, ok := m.ctrl[r.key]; !ok {
-				m.ctrl[r.key] = float64(r.kernel.Weight)
+			if !r.mem.ctrlSet {
+				r.mem.ctrl, r.mem.ctrlSet = float64(r.kernel.Weight), true
 			}
 			continue
 		}
 		changed = true
 		m.state[r.key] = res.Record
-		m.ctrl[r.key] = float64(r.kernel.Weight)
+		r.mem.ctrl, r.mem.ctrlSet = float64(r.kernel.Weight), true
 		r.reason = res.Reason
 		if known && rec.State != Managed && res.Record.State == Managed {
-			m.rampStart[r.key] = m.deps.Now() // back in rotation: slow start
+			r.mem.rampStart = m.deps.Now() // back in rotation: slow start
 		}
 		level := slog.LevelInfo
 		m.log.Log(context.Background(), level, "ownership", "service", r.key.Service, "server", r.key.Dest,
@@ -169,31 +185,42 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 // managed row, concurrently (at most cfg.Concurrency at once), each call
 // bounded by its timeout.
 func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
-	var g errgroup.Group
-	g.SetLimit(m.cfg.Concurrency)
+	// One job per probe and per agent poll, run by a fixed pool of
+	// cfg.Concurrency workers (not a goroutine per job: at 10,000 servers
+	// that is 20,000 goroutines a cycle).
+	type job struct {
+		r     *destRow
+		agent bool
+	}
+	jobs := make([]job, 0, 2*len(rows))
 	for _, r := range rows {
 		if r.rec.State == DrainedByOperator {
 			continue
 		}
-		g.Go(func() error {
-			pctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
-			defer cancel()
-			r.rtt, r.probeErr = m.deps.Prober.Probe(pctx, r.key.Dest, r.svc.Probe)
-			r.probed = true
-			return nil
-		})
-		if r.rec.State != Managed {
-			continue
+		jobs = append(jobs, job{r: r})
+		if r.rec.State == Managed {
+			jobs = append(jobs, job{r: r, agent: true})
 		}
-		g.Go(func() error {
-			actx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
-			defer cancel()
-			r.report, r.agentErr = m.deps.Agents.Fetch(actx, r.server.AgentAddr)
-			r.polled = true
-			return nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(m.cfg.Concurrency, len(jobs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				j := jobs[i]
+				if j.agent {
+					m.pollAgent(ctx, j.r)
+				} else {
+					m.probe(ctx, j.r)
+				}
+			}
 		})
 	}
-	_ = g.Wait() // the calls report through their rows
+	wg.Wait()
 	for _, r := range rows {
 		if !r.polled {
 			continue
@@ -201,27 +228,40 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		// Log when an agent starts or stops failing, not every interval.
 		failing := r.agentErr != nil
 		switch {
-		case failing && !m.agentFailing[r.key]:
+		case failing && !r.mem.agentFailing:
 			m.log.Warn("agent not answering; keeping the server's weight while its service answers", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
-		case !failing && m.agentFailing[r.key]:
+		case !failing && r.mem.agentFailing:
 			m.log.Info("agent answering again", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr)
 		case failing:
 			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
 		}
-		if failing {
-			m.agentFailing[r.key] = true
+		r.mem.agentFailing = failing
+		if !failing {
+			r.mem.agentOK = m.deps.Now()
 		} else {
-			delete(m.agentFailing, r.key)
-			m.agentOK[r.key] = m.deps.Now()
-		}
-		if failing {
-			last, ok := m.agentOK[r.key]
-			if !ok {
+			last := r.mem.agentOK
+			if last.IsZero() {
 				last = m.started
 			}
 			r.stale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
 		}
 	}
+}
+
+// probe measures r's response time, bounded by probe_timeout.
+func (m *Monitor) probe(ctx context.Context, r *destRow) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
+	defer cancel()
+	r.rtt, r.probeErr = m.deps.Prober.Probe(ctx, r.key.Dest, r.svc.Probe)
+	r.probed = true
+}
+
+// pollAgent fetches r's agent report, bounded by agent_timeout.
+func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
+	defer cancel()
+	r.report, r.agentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.polled = true
 }
 
 // computeLoads turns gathered inputs into each managed row's aggregate
@@ -230,10 +270,10 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 func (m *Monitor) computeLoads(rows []*destRow) {
 	bySvc := map[*ServiceConfig][]*destRow{}
 	for _, r := range rows {
-		if prev, ok := m.counters[r.key]; ok {
-			r.newConns = int64(ipvs.ConnectionDelta(prev, r.kernel.Connections))
+		if r.mem.counterSet {
+			r.newConns = int64(ipvs.ConnectionDelta(r.mem.counter, r.kernel.Connections))
 		}
-		m.counters[r.key] = r.kernel.Connections
+		r.mem.counter, r.mem.counterSet = r.kernel.Connections, true
 		if r.rec.State == Managed && r.probed && r.probeErr == nil && r.kernel.Weight > 0 {
 			bySvc[r.svc] = append(bySvc[r.svc], r)
 		}
@@ -297,10 +337,10 @@ func (m *Monitor) decide(rows []*destRow) {
 	now := m.deps.Now()
 	for _, r := range rows {
 		r.ramp = 1
-		if t, ok := m.rampStart[r.key]; ok {
+		if t := r.mem.rampStart; !t.IsZero() {
 			r.ramp = SlowStartFactor(now.Sub(t), m.cfg.Availability.SlowStart, m.cfg.Availability.SlowStartFloor)
 			if r.ramp >= 1 {
-				delete(m.rampStart, r.key)
+				r.mem.rampStart = time.Time{}
 			}
 		}
 		if frozen[r.key.Service] || r.rec.State == DrainedByOperator {
@@ -319,7 +359,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			AgentErr: r.agentErr,
 			Load:     r.load,
 		}
-		ctrl := m.ctrl[r.key]
+		ctrl := r.mem.ctrl
 		r.action = Decide(DecideInput{
 			Record:            r.rec,
 			KernelWeight:      r.kernel.Weight,
@@ -327,7 +367,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			Obs:               obs,
 			Ramp:              r.ramp,
 		}, &ctrl, m.cfg.Weight)
-		m.ctrl[r.key] = ctrl
+		r.mem.ctrl = ctrl
 	}
 }
 
@@ -343,14 +383,8 @@ func (m *Monitor) write(rows []*destRow) (int, bool, error) {
 		if !a.Write {
 			continue
 		}
-		attrs := []any{"service", r.key.Service, "server", r.key.Dest, "old", r.kernel.Weight, "new", a.To, "reason", a.Reason}
-		if !math.IsNaN(r.load) {
-			in := r.inputs
-			attrs = append(attrs, "load", round3(r.load), "input", round3(in.Input), "cpu", round3(in.CPU), "memory", round3(in.Memory),
-				"disk", round3(in.Disk), "response", round3(in.Response), "process", round3(in.Process))
-		}
 		if m.dryRun {
-			m.log.Info("would change weight (dry run)", attrs...)
+			m.logChange("would change weight (dry run)", r)
 			continue
 		}
 		err := m.deps.Table.SetWeight(r.key.Service, r.key.Dest, r.kernel.Weight, a.To)
@@ -358,13 +392,14 @@ func (m *Monitor) write(rows []*destRow) (int, bool, error) {
 		case err == nil:
 			writes++
 			r.wrote = true
+			r.weightBefore = r.kernel.Weight
 			r.kernel.Weight = a.To
 			if r.rec.State == Down && a.Record.State == Managed {
-				m.rampStart[r.key] = m.deps.Now()
+				r.mem.rampStart = m.deps.Now()
 			}
 			m.state[r.key] = a.Record
 			changed = true
-			m.log.Info("weight changed", attrs...)
+			m.logChange("weight changed", r)
 		case errors.Is(err, ipvs.ErrWeightChanged):
 			m.log.Info("weight changed by another tool during the cycle; not written, reconciled next interval", "service", r.key.Service, "server", r.key.Dest, "error", err)
 		case errors.Is(err, ipvs.ErrNotFound):
@@ -374,6 +409,24 @@ func (m *Monitor) write(rows []*destRow) (int, bool, error) {
 		}
 	}
 	return writes, changed, errors.Join(errs...)
+}
+
+// logChange logs one weight change: old → new, why, and the load breakdown.
+func (m *Monitor) logChange(msg string, r *destRow) {
+	if !m.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	old := r.kernel.Weight
+	if r.wrote {
+		old = r.weightBefore
+	}
+	attrs := []any{"service", r.key.Service, "server", r.key.Dest, "old", old, "new", r.action.To, "reason", r.action.Reason}
+	if !math.IsNaN(r.load) {
+		in := r.inputs
+		attrs = append(attrs, "load", round3(r.load), "input", round3(in.Input), "cpu", round3(in.CPU), "memory", round3(in.Memory),
+			"disk", round3(in.Disk), "response", round3(in.Response), "process", round3(in.Process))
+	}
+	m.log.Info(msg, attrs...)
 }
 
 func statuses(rows []*destRow) []DestStatus {

@@ -35,16 +35,11 @@ type Monitor struct {
 	deps   Deps
 	log    *slog.Logger
 
-	state    State               // ownership, persisted
-	ctrl     map[DestKey]float64 // controller's fractional weights
-	counters map[DestKey]uint32  // last connection-counter readings
-	noted    map[string]bool     // one-time notices already logged
-	// agentFailing holds the destinations whose agent failed last time.
-	agentFailing map[DestKey]bool
-	agentOK      map[DestKey]time.Time // last good agent reply
-	rampStart    map[DestKey]time.Time // slow start began (back from down, undrained)
-	frozen       map[ipvs.ServiceKey]bool
-	started      time.Time
+	state   State                   // ownership, persisted
+	mem     map[DestKey]*destMemory // what the monitor remembers between cycles, not persisted
+	noted   map[string]bool         // one-time notices already logged
+	frozen  map[ipvs.ServiceKey]bool
+	started time.Time
 
 	mu   sync.Mutex
 	last CycleReport
@@ -66,19 +61,14 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		deps.Now = time.Now
 	}
 	m := &Monitor{
-		cfg:      cfg,
-		dryRun:   dryRun,
-		deps:     deps,
-		log:      log,
-		ctrl:     map[DestKey]float64{},
-		counters: map[DestKey]uint32{},
-		noted:    map[string]bool{},
-
-		agentFailing: map[DestKey]bool{},
-		agentOK:      map[DestKey]time.Time{},
-		rampStart:    map[DestKey]time.Time{},
-		frozen:       map[ipvs.ServiceKey]bool{},
-		started:      deps.Now(),
+		cfg:     cfg,
+		dryRun:  dryRun,
+		deps:    deps,
+		log:     log,
+		mem:     map[DestKey]*destMemory{},
+		noted:   map[string]bool{},
+		frozen:  map[ipvs.ServiceKey]bool{},
+		started: deps.Now(),
 	}
 	st, err := deps.Store.Load()
 	switch {
@@ -92,6 +82,20 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		m.state = State{}
 	}
 	return m, nil
+}
+
+// destMemory is what the monitor keeps about one destination between
+// cycles, in memory only.
+type destMemory struct {
+	ctrl    float64 // the controller's fractional weight
+	ctrlSet bool
+
+	counter    uint32 // last reading of the connection counter
+	counterSet bool
+
+	agentOK      time.Time // last good agent reply
+	agentFailing bool      // the last poll failed
+	rampStart    time.Time // slow start began; zero when not ramping
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A cycle that

@@ -121,7 +121,7 @@ func encodeState(st State) ([]byte, error) {
 		}
 		f.Destinations[svc][k.Dest.String()] = rec
 	}
-	return json.MarshalIndent(f, "", "  ")
+	return json.Marshal(f)
 }
 
 // Save writes the state atomically and durably.

@@ -1,0 +1,100 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"lvs-feedback/agent"
+	"lvs-feedback/ipvs"
+)
+
+// benchRig builds services×servers destinations in an in-memory table with
+// stub agents and probes that answer at once, and a monitor for them.
+func benchRig(b *testing.B, services, servers int, steady bool) *Monitor {
+	b.Helper()
+	var conf strings.Builder
+	conf.WriteString("interval = \"5s\"\nstate_dir = \"" + b.TempDir() + "\"\n")
+	conf.WriteString("[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n")
+	table := ipvs.NewMem()
+	agents := &stubAgents{reports: map[string]agent.Report{}}
+	for s := range services {
+		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(s)})
+		key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.AddrPortFrom(vip, 80)}
+		if err := table.AddService(key, "wrr"); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&conf, "[[service]]\naddress = %q\n", key.String())
+		for i := range servers {
+			rip := netip.AddrFrom4([4]byte{10, byte(s), byte(i >> 8), byte(i)})
+			rs := netip.AddrPortFrom(rip, 80)
+			if err := table.AddDestination(key, rs, 10); err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(&conf, "[[service.server]]\naddress = %q\nweight = 10\n", rs.String())
+			if steady {
+				agents.set(agentOf(rs), 0.95) // load at target: no writes
+			} else {
+				// Loads far from the target, alternating: every server's
+				// weight moves every cycle (the worst case: 10,000 writes).
+				agents.set(agentOf(rs), float64(i%2)*1.9)
+			}
+		}
+	}
+	cfg, err := ParseConfig("bench.toml", []byte(conf.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := NewFileStore(cfg.StateDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := New(cfg, Deps{Table: table, Agents: agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Cycle(context.Background()); err != nil { // adopt everything once
+		b.Fatal(err)
+	}
+	return m
+}
+
+// processCPU returns the user+system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCycle measures one full cycle (read, reconcile, gather from stub
+// agents and probes, compute, decide, write) at 10,000 destinations in 100
+// services. Target (issue 6): ≤ 40 ms of CPU per cycle.
+func BenchmarkCycle(b *testing.B) {
+	for _, size := range []struct {
+		services, servers int
+		steady            bool
+	}{{10, 10, true}, {100, 100, true}, {100, 100, false}} {
+		name := fmt.Sprintf("dests=%d/steady", size.services*size.servers)
+		if !size.steady {
+			name = fmt.Sprintf("dests=%d/all-writing", size.services*size.servers)
+		}
+		b.Run(name, func(b *testing.B) {
+			m := benchRig(b, size.services, size.servers, size.steady)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for range b.N {
+				if _, err := m.Cycle(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
