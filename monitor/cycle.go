@@ -30,11 +30,15 @@ type DestStatus struct {
 	ProbeRTT      time.Duration
 	ProbeErr      error
 	AgentErr      error
-	AgentStale    bool    // the agent has been silent longer than agent_expiry
-	Frozen        bool    // the service is frozen (fail static) this cycle
-	Ramp          float64 // slow-start factor, 1 when not ramping
-	Wrote         bool
-	Reason        string // why the weight or ownership changed, if it did
+	Report        agent.Report // the agent's reply this cycle (zero if none)
+	// ControllerBefore and ControllerAfter are the controller's fractional
+	// weight before and after this cycle's formula step.
+	ControllerBefore, ControllerAfter float64
+	AgentStale                        bool    // the agent has been silent longer than agent_expiry
+	Frozen                            bool    // the service is frozen (fail static) this cycle
+	Ramp                              float64 // slow-start factor, 1 when not ramping
+	Wrote                             bool
+	Reason                            string // why the weight or ownership changed, if it did
 }
 
 // CycleReport is the outcome of one cycle.
@@ -74,12 +78,16 @@ type destRow struct {
 	wrote    bool
 	// weightBefore is the kernel weight before this cycle's write.
 	weightBefore int
+	// the controller weight before and after the formula, for explain
+	ctrlBefore, ctrlAfter float64
 }
 
 // Cycle runs one pass of the pipeline:
 // read table → reconcile ownership → gather inputs → compute load →
 // compute weight and decide → write → persist.
 func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
+	m.opMu.Lock() // operator requests wait for the cycle, and the cycle for them
+	defer m.opMu.Unlock()
 	start := m.deps.Now()
 	rows := m.readTable()
 	stateChanged := m.reconcile(rows)
@@ -138,12 +146,7 @@ func (m *Monitor) readTable() []*destRow {
 			}
 			delete(byAddr, rs.Addr)
 			key := DestKey{Service: svc.Key, Dest: rs.Addr}
-			mem := m.mem[key]
-			if mem == nil {
-				mem = &destMemory{}
-				m.mem[key] = mem
-			}
-			backing = append(backing, destRow{key: key, mem: mem, svc: svc, server: rs, kernel: d, newConns: -1, load: math.NaN()})
+			backing = append(backing, destRow{key: key, mem: m.memory(key), svc: svc, server: rs, kernel: d, newConns: -1, load: math.NaN()})
 			rows = append(rows, &backing[len(backing)-1])
 		}
 		for addr := range byAddr {
@@ -360,6 +363,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			Load:     r.load,
 		}
 		ctrl := r.mem.ctrl
+		r.ctrlBefore = ctrl
 		r.action = Decide(DecideInput{
 			Record:            r.rec,
 			KernelWeight:      r.kernel.Weight,
@@ -368,6 +372,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			Ramp:              r.ramp,
 		}, &ctrl, m.cfg.Weight)
 		r.mem.ctrl = ctrl
+		r.ctrlAfter = ctrl
 	}
 }
 
@@ -441,23 +446,26 @@ func statuses(rows []*destRow) []DestStatus {
 			rec = r.action.Record
 		}
 		out = append(out, DestStatus{
-			Key:           r.key,
-			State:         rec.State,
-			KernelWeight:  r.kernel.Weight,
-			DefaultWeight: rec.DefaultWeight(r.server.Weight),
-			Inputs:        r.inputs,
-			Load:          r.load,
-			ActiveConns:   r.kernel.ActiveConns,
-			InactiveConns: r.kernel.InactiveConns,
-			NewConns:      r.newConns,
-			ProbeRTT:      r.rtt,
-			ProbeErr:      r.probeErr,
-			AgentErr:      r.agentErr,
-			AgentStale:    r.stale,
-			Frozen:        r.frozen,
-			Ramp:          r.ramp,
-			Wrote:         r.wrote,
-			Reason:        reason,
+			Key:              r.key,
+			State:            rec.State,
+			KernelWeight:     r.kernel.Weight,
+			DefaultWeight:    rec.DefaultWeight(r.server.Weight),
+			Inputs:           r.inputs,
+			Load:             r.load,
+			ActiveConns:      r.kernel.ActiveConns,
+			InactiveConns:    r.kernel.InactiveConns,
+			NewConns:         r.newConns,
+			ProbeRTT:         r.rtt,
+			ProbeErr:         r.probeErr,
+			AgentErr:         r.agentErr,
+			Report:           r.report,
+			ControllerBefore: r.ctrlBefore,
+			ControllerAfter:  r.ctrlAfter,
+			AgentStale:       r.stale,
+			Frozen:           r.frozen,
+			Ramp:             r.ramp,
+			Wrote:            r.wrote,
+			Reason:           reason,
 		})
 	}
 	return out

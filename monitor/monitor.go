@@ -41,8 +41,13 @@ type Monitor struct {
 	frozen  map[ipvs.ServiceKey]bool
 	started time.Time
 
-	mu   sync.Mutex
-	last CycleReport
+	// opMu serialises cycles and operator requests (drain, undrain, reload).
+	opMu sync.Mutex
+
+	mu         sync.Mutex // guards last and the reload fields
+	last       CycleReport
+	reloadedAt time.Time
+	reloadErr  error
 }
 
 // New returns a monitor for cfg (already checked by ParseConfig). It loads
