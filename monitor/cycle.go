@@ -30,7 +30,8 @@ type DestStatus struct {
 	ProbeRTT      time.Duration
 	ProbeErr      error
 	AgentErr      error
-	Report        agent.Report // the agent's reply this cycle (zero if none)
+	Report        agent.Report  // the agent's reply this cycle (zero if none)
+	AgentDuration time.Duration // how long the agent poll took (0 if none)
 	// ControllerBefore and ControllerAfter are the controller's fractional
 	// weight before and after this cycle's formula step.
 	ControllerBefore, ControllerAfter float64
@@ -65,6 +66,7 @@ type destRow struct {
 	report   agent.Report
 	agentErr error
 	polled   bool
+	agentDur time.Duration
 	stale    bool // agent silent for longer than agent_expiry
 
 	// computed
@@ -108,6 +110,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	m.mu.Lock()
 	m.last = rep
 	m.mu.Unlock()
+	m.deps.Metrics.observeCycle(rep)
 	return rep, errors.Join(errs...)
 }
 
@@ -263,7 +266,9 @@ func (m *Monitor) probe(ctx context.Context, r *destRow) {
 func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
 	defer cancel()
+	start := time.Now()
 	r.report, r.agentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.agentDur = time.Since(start)
 	r.polled = true
 }
 
@@ -406,10 +411,13 @@ func (m *Monitor) write(rows []*destRow) (int, bool, error) {
 			changed = true
 			m.logChange("weight changed", r)
 		case errors.Is(err, ipvs.ErrWeightChanged):
+			m.deps.Metrics.writeError(writeErrChanged)
 			m.log.Info("weight changed by another tool during the cycle; not written, reconciled next interval", "service", r.key.Service, "server", r.key.Dest, "error", err)
 		case errors.Is(err, ipvs.ErrNotFound):
+			m.deps.Metrics.writeError(writeErrVanished)
 			m.log.Info("destination vanished before the write; skipped", "service", r.key.Service, "server", r.key.Dest)
 		default:
+			m.deps.Metrics.writeError(writeErrOther)
 			errs = append(errs, fmt.Errorf("write weight %s: %w", r.key, err))
 		}
 	}
@@ -459,6 +467,7 @@ func statuses(rows []*destRow) []DestStatus {
 			ProbeErr:         r.probeErr,
 			AgentErr:         r.agentErr,
 			Report:           r.report,
+			AgentDuration:    r.agentDur,
 			ControllerBefore: r.ctrlBefore,
 			ControllerAfter:  r.ctrlAfter,
 			AgentStale:       r.stale,

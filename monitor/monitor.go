@@ -20,6 +20,8 @@ type Deps struct {
 	Prober Prober
 	Store  Store
 	Logger *slog.Logger
+	// Metrics, if non-nil, receives every cycle's figures.
+	Metrics *Metrics
 	// Now is the clock (default time.Now). A simulator passes its own so
 	// that everything time-based in the monitor follows simulated time.
 	Now func() time.Time

@@ -87,6 +87,7 @@ func (m *Monitor) Reload(cfg Config) {
 	m.cfg = cfg
 	m.reloadedAt, m.reloadErr = m.deps.Now(), nil
 	m.mu.Unlock()
+	m.deps.Metrics.reload(true, float64(m.reloadedAt.Unix()))
 	m.log.Info("configuration reloaded", "services", len(cfg.Services))
 }
 
@@ -95,7 +96,9 @@ func (m *Monitor) Reload(cfg Config) {
 func (m *Monitor) ReloadFailed(err error) {
 	m.mu.Lock()
 	m.reloadedAt, m.reloadErr = m.deps.Now(), err
+	at := m.reloadedAt
 	m.mu.Unlock()
+	m.deps.Metrics.reload(false, float64(at.Unix()))
 	m.log.Error("configuration reload failed; the running configuration stays", "error", err)
 }
 

@@ -1,0 +1,180 @@
+package monitor
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are lvs-monitor's Prometheus series, registered on a registry the
+// caller owns (never the global one). docs/metrics.md describes each.
+// Labels are stable: service and server name a destination; a state that
+// changes is a 0/1 gauge, never a label value.
+type Metrics struct {
+	weight        *prometheus.GaugeVec
+	defaultWeight *prometheus.GaugeVec
+	load          *prometheus.GaugeVec
+	input         *prometheus.GaugeVec
+	drained       *prometheus.GaugeVec
+	down          *prometheus.GaugeVec
+	agentStale    *prometheus.GaugeVec
+	activeConns   *prometheus.GaugeVec
+	inactiveConns *prometheus.GaugeVec
+	probeSeconds  *prometheus.GaugeVec
+	agentSeconds  *prometheus.GaugeVec
+	agentErrors   *prometheus.CounterVec
+	probeErrors   *prometheus.CounterVec
+	writes        *prometheus.CounterVec
+	writeErrors   *prometheus.CounterVec
+	frozen        *prometheus.GaugeVec
+	cycleSeconds  prometheus.Histogram
+	reloadOK      prometheus.Gauge
+	reloadTime    prometheus.Gauge
+
+	seen map[[2]string]bool // destinations with series, to delete removed ones
+}
+
+// Reasons a kernel write did not happen, the label of
+// lvs_monitor_kernel_write_errors_total.
+const (
+	writeErrChanged  = "changed_by_other" // compare-and-set found another weight
+	writeErrVanished = "vanished"         // destination removed between read and write
+	writeErrOther    = "other"
+)
+
+// NewMetrics creates the series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	dest := []string{"service", "server"}
+	g := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	c := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: name, Help: help}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	x := &Metrics{
+		weight:        g("server_weight", "Weight of the real server in the IPVS table after the last cycle.", dest...),
+		defaultWeight: g("server_default_weight", "Default weight of the real server (configured, or set by an operator).", dest...),
+		load:          g("server_load", "Aggregate load of the real server in the last cycle (0 idle, 1 fully loaded); absent when not computed.", dest...),
+		input:         g("server_input", "Normalised input of the real server's aggregate load in the last cycle.", "service", "server", "input"),
+		drained:       g("server_drained", "1 when the real server is drained by an operator.", dest...),
+		down:          g("server_down", "1 when the real server failed its probe and lvs-monitor set its weight to 0.", dest...),
+		agentStale:    g("server_agent_stale", "1 when the real server's agent has been silent longer than agent_expiry.", dest...),
+		activeConns:   g("server_active_connections", "Active connections of the real server in the IPVS table.", dest...),
+		inactiveConns: g("server_inactive_connections", "Inactive connections of the real server in the IPVS table.", dest...),
+		probeSeconds:  g("server_probe_seconds", "Duration of the last successful response probe.", dest...),
+		agentSeconds:  g("server_agent_poll_seconds", "Duration of the last agent poll, successful or not.", dest...),
+		agentErrors:   c("agent_poll_errors_total", "Agent polls that failed (no answer, bad reply, timeout).", dest...),
+		probeErrors:   c("probe_failures_total", "Response probes that failed.", dest...),
+		writes:        c("kernel_writes_total", "Weights written to the IPVS table.", dest...),
+		writeErrors:   c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
+		frozen:        g("service_frozen", "1 when the service is frozen because too many servers looked unreachable at once.", "service"),
+		cycleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "lvs_monitor", Name: "cycle_duration_seconds", Help: "Duration of one cycle, from reading the table to persisting state.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		reloadOK:   prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "config_last_reload_successful", Help: "1 when the last configuration (re)load succeeded."}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "config_last_reload_timestamp_seconds", Help: "Unix time of the last configuration (re)load attempt."}),
+		seen:       map[[2]string]bool{},
+	}
+	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime)
+	x.reloadOK.Set(1)
+	for _, r := range []string{writeErrChanged, writeErrVanished, writeErrOther} {
+		x.writeErrors.WithLabelValues(r)
+	}
+	return x
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observeCycle updates the series from one cycle's report.
+func (x *Metrics) observeCycle(rep CycleReport) {
+	if x == nil {
+		return
+	}
+	x.cycleSeconds.Observe(rep.Duration.Seconds())
+	now := map[[2]string]bool{}
+	frozen := map[string]bool{}
+	for _, d := range rep.Dests {
+		svc, srv := d.Key.Service.String(), d.Key.Dest.String()
+		now[[2]string{svc, srv}] = true
+		frozen[svc] = frozen[svc] || d.Frozen
+		x.weight.WithLabelValues(svc, srv).Set(float64(d.KernelWeight))
+		x.defaultWeight.WithLabelValues(svc, srv).Set(float64(d.DefaultWeight))
+		x.drained.WithLabelValues(svc, srv).Set(b2f(d.State == DrainedByOperator))
+		x.down.WithLabelValues(svc, srv).Set(b2f(d.State == Down))
+		x.agentStale.WithLabelValues(svc, srv).Set(b2f(d.AgentStale))
+		x.activeConns.WithLabelValues(svc, srv).Set(float64(d.ActiveConns))
+		x.inactiveConns.WithLabelValues(svc, srv).Set(float64(d.InactiveConns))
+		if math.IsNaN(d.Load) {
+			x.load.DeleteLabelValues(svc, srv)
+			x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
+		} else {
+			x.load.WithLabelValues(svc, srv).Set(d.Load)
+			in := d.Inputs
+			for name, v := range map[string]float64{"input": in.Input, "cpu": in.CPU, "memory": in.Memory, "disk": in.Disk, "response": in.Response, "process": in.Process} {
+				x.input.WithLabelValues(svc, srv, name).Set(v)
+			}
+		}
+		if d.ProbeErr != nil {
+			x.probeErrors.WithLabelValues(svc, srv).Inc()
+		} else if d.ProbeRTT > 0 {
+			x.probeSeconds.WithLabelValues(svc, srv).Set(d.ProbeRTT.Seconds())
+		}
+		if d.AgentDuration > 0 {
+			x.agentSeconds.WithLabelValues(svc, srv).Set(d.AgentDuration.Seconds())
+		}
+		if d.AgentErr != nil {
+			x.agentErrors.WithLabelValues(svc, srv).Inc()
+		} else {
+			x.agentErrors.WithLabelValues(svc, srv) // exists from the start, at 0
+		}
+		x.probeErrors.WithLabelValues(svc, srv)
+		if d.Wrote {
+			x.writes.WithLabelValues(svc, srv).Inc()
+		} else {
+			x.writes.WithLabelValues(svc, srv)
+		}
+	}
+	for svc, f := range frozen {
+		x.frozen.WithLabelValues(svc).Set(b2f(f))
+	}
+	// Destinations gone from the configuration or the table lose their series.
+	for k := range x.seen {
+		if !now[k] {
+			x.forget(k[0], k[1])
+		}
+	}
+	x.seen = now
+}
+
+func (x *Metrics) forget(svc, srv string) {
+	for _, v := range []*prometheus.GaugeVec{x.weight, x.defaultWeight, x.load, x.drained, x.down, x.agentStale, x.activeConns, x.inactiveConns, x.probeSeconds, x.agentSeconds} {
+		v.DeleteLabelValues(svc, srv)
+	}
+	x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
+	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes} {
+		v.DeleteLabelValues(svc, srv)
+	}
+}
+
+func (x *Metrics) writeError(reason string) {
+	if x != nil {
+		x.writeErrors.WithLabelValues(reason).Inc()
+	}
+}
+
+func (x *Metrics) reload(ok bool, unix float64) {
+	if x != nil {
+		x.reloadOK.Set(b2f(ok))
+		x.reloadTime.Set(unix)
+	}
+}
