@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	if n := testutil.CollectAndCount(metrics.load); n != 1 {
-		X
+		t.Errorf("load series: %d, want 1 (A; B's agent failed and C is drained: no load)", n)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	must(t, err)
