@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -29,6 +30,11 @@ type Config struct {
 	StateDir    string `toml:"state_dir"`
 	// AgentPort is where agents listen when a server names no agent.
 	AgentPort int `toml:"agent_port"`
+	// MetricsListen is the address of the Prometheus /metrics endpoint;
+	// empty disables it.
+	MetricsListen string `toml:"metrics_listen"`
+	// ControlSocket is the unix socket lvsctl talks to (root only).
+	ControlSocket string `toml:"control_socket"`
 
 	Coefficients Coefficients    `toml:"coefficients"`
 	Weight       WeightParams    `toml:"weight"`
@@ -117,15 +123,17 @@ type ServerConfig struct {
 // coefficients {0.1, 0.3, 0.1, 0.1, 0.3, 0.1}, gain 5, target 0.95, scale 10.
 func DefaultConfig() Config {
 	return Config{
-		Interval:     5 * time.Second,
-		AgentTimeout: 2 * time.Second,
-		ProbeTimeout: 2 * time.Second,
-		Concurrency:  64,
-		StateDir:     "/var/lib/lvs-monitor",
-		AgentPort:    agent.DefaultPort,
-		Coefficients: Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
-		Weight:       WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
-		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
+		Interval:      5 * time.Second,
+		AgentTimeout:  2 * time.Second,
+		ProbeTimeout:  2 * time.Second,
+		Concurrency:   64,
+		StateDir:      "/var/lib/lvs-monitor",
+		AgentPort:     agent.DefaultPort,
+		MetricsListen: ":9772",
+		ControlSocket: "/run/lvs-monitor/control.sock",
+		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
+		Weight:        WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
+		Availability:  Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
 
@@ -220,6 +228,14 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if cfg.StateDir == "" {
 		bad("state_dir", "must name a directory")
+	}
+	if cfg.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(cfg.MetricsListen); err != nil || port == "" {
+			bad("metrics_listen", "want [HOST]:PORT or \"\" to disable, got %q", cfg.MetricsListen)
+		}
+	}
+	if cfg.ControlSocket == "" || !strings.HasPrefix(cfg.ControlSocket, "/") {
+		bad("control_socket", "must be an absolute path, got %q", cfg.ControlSocket)
 	}
 	if cfg.AgentPort < 1 || cfg.AgentPort > 65535 {
 		bad("agent_port", "must be a port from 1 to 65535, got %d", cfg.AgentPort)
@@ -396,7 +412,7 @@ func splitHostPort(s string) (string, int, error) {
 // knownKeys lists every key the configuration accepts, per table, for the
 // "did you mean" suggestion.
 var knownKeys = map[string][]string{
-	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "coefficients", "weight", "availability", "service"},
+	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "service"},
 	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
 	"weight":         {"gain", "target", "scale", "min", "threshold"},
 	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
