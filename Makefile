@@ -20,3 +20,10 @@ vet:
 
 test: vet
 	$(GO) test -race -count=1 ./...
+
+# Boots a Debian cloud kernel under qemu (TCG) and runs the tests listed in
+# vmtest/tests.list against real IPVS. VMTEST_LIST=path overrides the list.
+# See docs/testing-kernel.md.
+VMTEST_LIST ?=
+test-kernel:
+	GO=$(GO) ./vmtest/run.sh $(VMTEST_LIST)
