@@ -1,9 +1,16 @@
 package monitor
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"lvs-feedback/agent"
 )
 
 func TestFailStaticFreezesInsteadOfZeroingThePool(t *testing.T) {
@@ -82,5 +89,71 @@ func TestStaleAgent(t *testing.T) {
 	rep = cycle(t, m)
 	if s := statusOf(t, rep, rsA); s.AgentStale || r.weight(rsA) != 8 {
 		t.Errorf("agent back: stale=%v weight %d, want 8", s.AgentStale, r.weight(rsA))
+	}
+}
+
+// TestInterruptedCycleDecidesNothing: a cycle whose context ends while it
+// gathers (the daemon is stopping) must not take the failed polls and probes
+// for dead servers.
+func TestInterruptedCycleDecidesNothing(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	cycle(t, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m2 := r.monitor(false)
+	m2.deps.Prober = ctxProber{}
+	rep, err := m2.Cycle(ctx)
+	if !errors.Is(err, context.Canceled) || rep.Writes != 0 {
+		t.Errorf("interrupted cycle: err %v writes %d", err, rep.Writes)
+	}
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		if got := r.weight(rs); got != 10 {
+			t.Errorf("%s: weight %d after an interrupted cycle, want 10", rs, got)
+		}
+	}
+}
+
+// ctxProber fails as a real probe does when its context is done.
+type ctxProber struct{}
+
+func (ctxProber) Probe(ctx context.Context, _ netip.AddrPort, _ ProbeConfig) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return time.Millisecond, nil
+}
+
+func TestManyAgentFailuresAreSummarised(t *testing.T) {
+	r := newRig(t)
+	var buf bytes.Buffer
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	// Nine servers: six more in the table and the configuration.
+	cfg := r.cfg
+	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
+	for i := range 6 {
+		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(20 + i)}), 80)
+		must(t, r.table.AddDestination(svcKey, rs, 10))
+		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
+	}
+	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, false)
+	must(t, err)
+	cycle(t, m) // the six new agents are missing: one summary line
+	if n := strings.Count(buf.String(), "agent not answering"); n != 1 || !strings.Contains(buf.String(), "servers=6") {
+		t.Errorf("six failing agents: %d lines, want one summary with servers=6:\n%s", n, buf.String())
+	}
+	buf.Reset()
+	r.agents.reports = map[string]agent.Report{} // the first three start failing, the six recover
+	for i := range 6 {
+		r.agents.set(agentOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(20 + i)}), 80)), 0.95)
+	}
+	cycle(t, m) // 3 fail, 6 recover: 3 lines + 1 summary of 6
+	if n := strings.Count(buf.String(), "agent not answering"); n != 3 {
+		t.Errorf("three newly failing agents: %d lines, want 3:\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), "agent answering again"); n != 1 || !strings.Contains(buf.String(), "servers=6") {
+		t.Errorf("six recovered agents: want one summary line with servers=6:\n%s", buf.String())
 	}
 }

@@ -94,6 +94,11 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	rows := m.readTable()
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
+	if err := ctx.Err(); err != nil {
+		// Stopped mid-cycle: the failures gathered are ours, not the
+		// servers'. Decide nothing on them.
+		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
+	}
 	m.computeLoads(rows)
 	m.decide(rows)
 	writes, wroteState, writeErr := m.write(rows)
@@ -227,6 +232,7 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		})
 	}
 	wg.Wait()
+	var started, recovered []*destRow
 	for _, r := range rows {
 		if !r.polled {
 			continue
@@ -235,9 +241,9 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		failing := r.agentErr != nil
 		switch {
 		case failing && !r.mem.agentFailing:
-			m.log.Warn("agent not answering; keeping the server's weight while its service answers", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+			started = append(started, r)
 		case !failing && r.mem.agentFailing:
-			m.log.Info("agent answering again", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr)
+			recovered = append(recovered, r)
 		case failing:
 			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
 		}
@@ -251,6 +257,43 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 			}
 			r.stale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
 		}
+	}
+	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
+	m.logAgentChanges(recovered, "agent answering again", slog.LevelInfo)
+}
+
+// maxAgentLines is how many agents' failures or recoveries are logged one
+// line each in one cycle; more are summarised in one line per service, so
+// that a network blip does not flood the log.
+const maxAgentLines = 5
+
+func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level) {
+	ctx := context.Background()
+	if len(rows) <= maxAgentLines {
+		for _, r := range rows {
+			attrs := []any{"service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr}
+			if r.agentErr != nil {
+				attrs = append(attrs, "error", r.agentErr)
+			}
+			m.log.Log(ctx, level, msg, attrs...)
+		}
+		return
+	}
+	bySvc := map[ipvs.ServiceKey][]*destRow{}
+	var order []ipvs.ServiceKey
+	for _, r := range rows {
+		if bySvc[r.key.Service] == nil {
+			order = append(order, r.key.Service)
+		}
+		bySvc[r.key.Service] = append(bySvc[r.key.Service], r)
+	}
+	for _, svc := range order {
+		rs := bySvc[svc]
+		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].key.Dest}
+		if rs[0].agentErr != nil {
+			attrs = append(attrs, "error", rs[0].agentErr)
+		}
+		m.log.Log(ctx, level, msg, attrs...)
 	}
 }
 

@@ -114,6 +114,9 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 	defer t.Stop()
 	for {
 		rep, err := m.Cycle(ctx)
+		if ctx.Err() != nil {
+			return nil // stopped during the cycle
+		}
 		if err != nil {
 			m.log.Error("cycle", "error", err)
 		}
