@@ -232,6 +232,9 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return // stopped: the failures are ours; Cycle decides nothing
+	}
 	var started, recovered []*destRow
 	for _, r := range rows {
 		if !r.polled {
