@@ -416,3 +416,33 @@ func statusOf(t *testing.T, rep CycleReport, rs netip.AddrPort) DestStatus {
 	t.Fatalf("%s not in cycle report", rs)
 	return DestStatus{}
 }
+
+// TestTableChangesBetweenCycles: services and servers removed and added by
+// other tools are normal events.
+func TestTableChangesBetweenCycles(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	must(t, r.table.RemoveDestination(svcKey, rsC))
+	rep := cycle(t, m)
+	if len(rep.Dests) != 2 {
+		t.Fatalf("C missing from the table: %d rows, want 2", len(rep.Dests))
+	}
+	must(t, r.table.AddDestination(svcKey, rsC, 4)) // keepalived adds it back
+	r.agents.set(agentOf(rsC), 0.95)
+	rep = cycle(t, m)
+	if s := statusOf(t, rep, rsC); s.State != Managed || s.KernelWeight != 4 {
+		t.Errorf("C re-added at 4: %s weight %d, want managed 4", s.State, s.KernelWeight)
+	}
+	must(t, r.table.RemoveService(svcKey))
+	rep, err := m.Cycle(context.Background())
+	if err != nil || len(rep.Dests) != 0 {
+		t.Errorf("service removed: err %v rows %d, want no error and no rows", err, len(rep.Dests))
+	}
+	must(t, r.table.AddService(svcKey, "wlc"))
+	must(t, r.table.AddDestination(svcKey, rsA, 10))
+	r.agents.set(agentOf(rsA), 1.95)
+	cycle(t, m)
+	if got := r.weight(rsA); got != 5 {
+		t.Errorf("service back: A weight %d, want 5", got)
+	}
+}
