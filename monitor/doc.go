@@ -4,10 +4,11 @@
 // computes one aggregate load per server, turns it into a new weight and
 // writes the weights whose change passes the threshold.
 //
-// The cycle is a pipeline of small stages (cycle.go): read table → gather
-// inputs → compute load → compute weight → decide → write. The math
-// (load.go, weight.go) and the ownership rules (ownership.go) are pure
-// functions with no I/O; the edges — the IPVS table, agents, probes, the
+// The cycle is a pipeline of small stages: read table and reconcile
+// ownership (cycle.go) → gather inputs (gather.go) → compute load, compute
+// weight and decide (decide.go) → write (write.go). The math (load.go) and
+// the ownership and availability rules (ownership.go) are pure functions
+// with no I/O; the edges — the IPVS table, agents, probes, the
 // state file and the clock — sit behind narrow interfaces so the same code
 // runs against the kernel, the in-memory table and a simulator.
 //

@@ -1,0 +1,137 @@
+package monitor
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"lvs-feedback/ipvs"
+)
+
+// gather probes every row that is not drained and polls the agent of every
+// managed row, concurrently (at most cfg.Concurrency at once), each call
+// bounded by its timeout.
+func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
+	// One job per probe and per agent poll, run by a fixed pool of
+	// cfg.Concurrency workers (not a goroutine per job: at 10,000 servers
+	// that is 20,000 goroutines a cycle).
+	type job struct {
+		r     *destRow
+		agent bool
+	}
+	jobs := make([]job, 0, 2*len(rows))
+	for _, r := range rows {
+		if r.rec.State == DrainedByOperator {
+			continue
+		}
+		jobs = append(jobs, job{r: r})
+		if r.rec.State == Managed {
+			jobs = append(jobs, job{r: r, agent: true})
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(m.cfg.Concurrency, len(jobs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				j := jobs[i]
+				if j.agent {
+					m.pollAgent(ctx, j.r)
+				} else {
+					m.probe(ctx, j.r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return // stopped: the failures are ours; Cycle decides nothing
+	}
+	var started, recovered []*destRow
+	for _, r := range rows {
+		if !r.polled {
+			continue
+		}
+		// Log when an agent starts or stops failing, not every interval.
+		failing := r.agentErr != nil
+		switch {
+		case failing && !r.mem.agentFailing:
+			started = append(started, r)
+		case !failing && r.mem.agentFailing:
+			recovered = append(recovered, r)
+		case failing:
+			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+		}
+		r.mem.agentFailing = failing
+		if !failing {
+			r.mem.agentOK = m.deps.Now()
+		} else {
+			last := r.mem.agentOK
+			if last.IsZero() {
+				last = m.started
+			}
+			r.stale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
+		}
+	}
+	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
+	m.logAgentChanges(recovered, "agent answering again", slog.LevelInfo)
+}
+
+// maxAgentLines is how many agents' failures or recoveries are logged one
+// line each in one cycle; more are summarised in one line per service, so
+// that a network blip does not flood the log.
+const maxAgentLines = 5
+
+func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level) {
+	ctx := context.Background()
+	if len(rows) <= maxAgentLines {
+		for _, r := range rows {
+			attrs := []any{"service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr}
+			if r.agentErr != nil {
+				attrs = append(attrs, "error", r.agentErr)
+			}
+			m.log.Log(ctx, level, msg, attrs...)
+		}
+		return
+	}
+	bySvc := map[ipvs.ServiceKey][]*destRow{}
+	var order []ipvs.ServiceKey
+	for _, r := range rows {
+		if bySvc[r.key.Service] == nil {
+			order = append(order, r.key.Service)
+		}
+		bySvc[r.key.Service] = append(bySvc[r.key.Service], r)
+	}
+	for _, svc := range order {
+		rs := bySvc[svc]
+		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].key.Dest}
+		if rs[0].agentErr != nil {
+			attrs = append(attrs, "error", rs[0].agentErr)
+		}
+		m.log.Log(ctx, level, msg, attrs...)
+	}
+}
+
+// probe measures r's response time, bounded by probe_timeout.
+func (m *Monitor) probe(ctx context.Context, r *destRow) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
+	defer cancel()
+	r.rtt, r.probeErr = m.deps.Prober.Probe(ctx, r.key.Dest, r.svc.Probe)
+	r.probed = true
+}
+
+// pollAgent fetches r's agent report, bounded by agent_timeout.
+func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
+	defer cancel()
+	start := time.Now()
+	r.report, r.agentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.agentDur = time.Since(start)
+	r.polled = true
+}
