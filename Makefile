@@ -2,23 +2,30 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test demo test-kernel vet help
+.PHONY: all build test demo test-kernel vet lint help
 
 all: build
 
 help:
 	@echo "make build        build lvs-monitor and lvs-agent into ./bin"
-	@echo "make test         go vet + go test -race ./... (what CI runs)"
+	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet:
 	$(GO) vet ./...
 
-test: vet
+# gofmt, go vet and staticcheck must all be clean.
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+
+test: lint
 	$(GO) test -race -count=1 ./...
 
 # Boots a Debian cloud kernel under qemu (TCG) and runs the tests listed in
