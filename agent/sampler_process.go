@@ -83,7 +83,7 @@ func (t *treeReader) read(pid, selfTID int) (treeCounters, error) {
 		threads, err := t.proc.AllThreads(st.PID)
 		if err != nil {
 			if i == 0 {
-				return c, fmt.Errorf("process %d: %w: %w", pid, errExited, err)
+				return c, fmt.Errorf("%w (PID %d): %w", errExited, pid, err)
 			}
 			continue
 		}
@@ -105,19 +105,19 @@ func (t *treeReader) stat(pid int) (procfs.ProcStat, error) {
 	p, err := t.proc.Proc(pid)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return procfs.ProcStat{}, fmt.Errorf("process %d: %w", pid, errExited)
+			return procfs.ProcStat{}, fmt.Errorf("%w (PID %d)", errExited, pid)
 		}
 		return procfs.ProcStat{}, fmt.Errorf("process %d: %w", pid, err)
 	}
 	st, err := p.Stat()
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-			return procfs.ProcStat{}, fmt.Errorf("process %d: %w", pid, errExited)
+			return procfs.ProcStat{}, fmt.Errorf("%w (PID %d)", errExited, pid)
 		}
 		return procfs.ProcStat{}, fmt.Errorf("process %d: read stat: %w", pid, err)
 	}
 	if st.State == "Z" || st.State == "X" {
-		return procfs.ProcStat{}, fmt.Errorf("process %d: %w (state %s)", pid, errExited, st.State)
+		return procfs.ProcStat{}, fmt.Errorf("%w (PID %d, state %s)", errExited, pid, st.State)
 	}
 	return st, nil
 }
