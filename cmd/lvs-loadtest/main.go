@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -99,6 +100,8 @@ func runDirector(args []string) int {
 	perService := fs.Int("per-service", 100, "real servers per virtual service")
 	interval := fs.Duration("interval", 2*time.Second, "monitor interval")
 	duration := fs.Duration("duration", 5*time.Minute, "how long to run")
+	keepAlive := fs.Bool("keepalive", false, "keep agent connections open between polls (lvs-monitor does not)")
+	concurrency := fs.Int("concurrency", 0, "polls and probes at once (0: the monitor's default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -141,13 +144,18 @@ func runDirector(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if *concurrency > 0 {
+		cfg.Concurrency = *concurrency
+	}
 	store, err := monitor.NewFileStore(cfg.StateDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(cfg.StateDir)
-	timing := &timedAgents{inner: monitor.NewHTTPAgentClient(cfg.AgentTimeout)}
+	client := monitor.NewHTTPAgentClient(cfg.AgentTimeout)
+	client.Client.Transport.(*http.Transport).DisableKeepAlives = !*keepAlive
+	timing := &timedAgents{inner: client}
 	m, err := monitor.New(cfg, monitor.Deps{Table: table, Agents: timing, Prober: monitor.NetProber{},
 		Store: store, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, false)
 	if err != nil {
@@ -155,7 +163,8 @@ func runDirector(args []string) int {
 		return 1
 	}
 
-	fmt.Printf("lvs-loadtest: %d real servers with agents on 127.1.0.0/16, %d per service, interval %v, for %v\n", *n, *perService, *interval, *duration)
+	fmt.Printf("lvs-loadtest: %d real servers with agents on 127.1.0.0/16, %d per service, interval %v, for %v, keep-alive %v, concurrency %d\n",
+		*n, *perService, *interval, *duration, *keepAlive, cfg.Concurrency)
 	start := snapshot()
 	cpu0, wall0 := start.cpu, time.Now()
 	var cycles, lastPoll []time.Duration
