@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test demo test-kernel vet lint help
+.PHONY: all build test demo test-kernel vet lint loadtest help
 
 all: build
 
@@ -27,6 +27,11 @@ lint: vet
 
 test: lint
 	$(GO) test -race -count=1 ./...
+
+# 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
+# (docs/scale.md). Not part of `make test`: it takes 5 minutes.
+loadtest:
+	$(GO) run ./cmd/lvs-loadtest -n 2000 -interval 2s -duration 5m
 
 # Boots a Debian cloud kernel under qemu (TCG) and runs the tests listed in
 # vmtest/tests.list against real IPVS. VMTEST_LIST=path overrides the list.
