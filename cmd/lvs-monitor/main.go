@@ -2,6 +2,20 @@
 // LVS director, polls the lvs-agent on every real server, probes their
 // response times, and adjusts IPVS weights with the dynamic-feedback
 // algorithm. See README.md and docs/.
+//
+// Besides the cycle it serves:
+//
+//   - Prometheus metrics on metrics_listen (GET /metrics; docs/metrics.md),
+//   - the control socket for lvsctl on control_socket (package control),
+//   - SIGHUP: re-read the configuration file; an invalid file leaves the
+//     running configuration in place (lvsctl status shows the error),
+//   - systemd notifications when started by systemd (Type=notify): READY=1
+//     after the first complete cycle, WATCHDOG=1 after every cycle when
+//     WatchdogSec is set, STATUS= with the last cycle, STOPPING=1 on
+//     shutdown.
+//
+// Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot start (bad
+// configuration, no IPVS, socket or port in use); 2 on bad flags.
 package main
 
 import (
@@ -11,10 +25,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"lvs-feedback/control"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 )
@@ -66,24 +90,200 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("state", "error", err)
 		return 1
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := monitor.New(cfg, monitor.Deps{
-		Table:  table,
-		Agents: monitor.NewHTTPAgentClient(cfg.AgentTimeout),
-		Prober: monitor.NetProber{},
-		Store:  store,
-		Logger: log,
+		Table:   table,
+		Agents:  monitor.NewHTTPAgentClient(cfg.AgentTimeout),
+		Prober:  monitor.NetProber{},
+		Store:   store,
+		Logger:  log,
+		Metrics: monitor.NewMetrics(reg),
 	}, *dryRun)
 	if err != nil {
 		log.Error("start", "error", err)
 		return 1
 	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("lvs-monitor started", "config", *configPath, "services", len(cfg.Services), "interval", cfg.Interval, "dry_run", *dryRun)
-	if err := m.Run(ctx, nil); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("run", "error", err)
+
+	var metricsSrv *http.Server
+	if cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			log.Error("metrics: cannot listen (metrics_listen)", "error", err)
+			return 1
+		}
+		metricsSrv = newMetricsServer(reg, log)
+		go func() {
+			if err := metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "error", err)
+			}
+		}()
+		log.Info("metrics listening", "address", ln.Addr().String(), "path", "/metrics")
+	}
+
+	reload := control.FileReloader(*configPath, m)
+	ctl, err := control.Listen(control.Options{Path: cfg.ControlSocket, Monitor: m, Reload: reload, Conns: table, Logger: log})
+	if err != nil {
+		log.Error("control socket (control_socket)", "error", err)
+		shutdownHTTP(metricsSrv)
 		return 1
 	}
+	go func() {
+		if err := ctl.Serve(); err != nil {
+			log.Error("control socket", "error", err)
+		}
+	}()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reloading the configuration", "config", *configPath)
+			notes, err := reload() // a failure is logged by the monitor
+			if err == nil {
+				for _, n := range notes {
+					log.Warn("reload", "note", n)
+				}
+			}
+		}
+	}()
+
+	n := newNotifier(log)
+	if n.watchdog > 0 && n.watchdog < 3*cfg.Interval {
+		log.Warn("systemd WatchdogSec is shorter than three intervals: a slow cycle may get lvs-monitor killed; raise WatchdogSec",
+			"watchdog", n.watchdog, "interval", cfg.Interval)
+	}
+	log.Info("lvs-monitor started", "config", *configPath, "services", len(cfg.Services), "interval", cfg.Interval,
+		"dry_run", *dryRun, "control_socket", cfg.ControlSocket)
+	runLoop(ctx, m, log, func(rep monitor.CycleReport, err error) {
+		ctl.ObserveCycle(rep)
+		n.cycleDone(rep, err)
+	})
+	n.send("STOPPING=1")
+	log.Info("lvs-monitor stopping")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ctl.Shutdown(sctx); err != nil {
+		log.Warn("control socket shutdown", "error", err)
+	}
+	shutdownHTTP(metricsSrv)
 	log.Info("lvs-monitor stopped")
 	return 0
+}
+
+// runLoop is monitor.Run, except that the wait between cycles follows the
+// running configuration's interval, so that a reload that changes it takes
+// effect (monitor.Run reads the interval once). A cycle that overruns the
+// interval delays the next one; ticks are not queued.
+func runLoop(ctx context.Context, m *monitor.Monitor, log *slog.Logger, afterCycle func(monitor.CycleReport, error)) {
+	interval := m.Status().Config.Interval
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rep, err := m.Cycle(ctx)
+		if ctx.Err() != nil {
+			return // stopped during the cycle: it decided nothing
+		}
+		if err != nil {
+			log.Error("cycle", "error", err)
+		}
+		afterCycle(rep, err)
+		if now := m.Status().Config.Interval; now != interval {
+			interval = now
+			t.Reset(interval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// newMetricsServer serves reg on /metrics with every timeout set: the
+// endpoint may face a network.
+func newMetricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            reg, // promhttp_metric_handler_errors_total
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "lvs-monitor: metrics at /metrics (docs/metrics.md)")
+	})
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+func shutdownHTTP(s *http.Server) {
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.Shutdown(ctx)
+}
+
+// notifier speaks systemd's notify protocol (github.com/coreos/go-systemd
+// daemon: NOTIFY_SOCKET, abstract sockets, WATCHDOG_USEC/WATCHDOG_PID).
+// Without NOTIFY_SOCKET every call does nothing.
+type notifier struct {
+	log      *slog.Logger
+	watchdog time.Duration // 0: no watchdog
+
+	mu    sync.Mutex
+	ready bool
+}
+
+func newNotifier(log *slog.Logger) *notifier {
+	n := &notifier{log: log}
+	if wd, err := daemon.SdWatchdogEnabled(false); err != nil {
+		log.Warn("systemd watchdog settings unreadable", "error", err)
+	} else {
+		n.watchdog = wd
+	}
+	return n
+}
+
+func (n *notifier) send(state string) {
+	if _, err := daemon.SdNotify(false, state); err != nil {
+		n.log.Warn("systemd notify", "error", err)
+	}
+}
+
+// cycleDone is called after every cycle from the main loop: READY=1 after
+// the first, WATCHDOG=1 after each, so that a hung loop stops the pings
+// and systemd restarts the daemon.
+func (n *notifier) cycleDone(rep monitor.CycleReport, err error) {
+	n.mu.Lock()
+	first := !n.ready
+	n.ready = true
+	n.mu.Unlock()
+	status := fmt.Sprintf("STATUS=cycle at %s: %d servers, %d weight writes", rep.Start.Format("15:04:05"), len(rep.Dests), rep.Writes)
+	if err != nil {
+		status += ", errors (see the log)"
+	}
+	msg := status
+	if first {
+		msg = "READY=1\n" + msg
+	}
+	if n.watchdog > 0 {
+		msg += "\nWATCHDOG=1"
+	}
+	n.send(msg)
 }

@@ -1,0 +1,604 @@
+// Command lvsctl controls a running lvs-monitor over its control socket:
+// status, drain and undrain, explain a weight, reload the configuration,
+// and check a configuration file.
+//
+// Usage:
+//
+//	lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
+//
+//	lvsctl status [-o table|json]
+//	lvsctl drain SERVICE SERVER [--wait] [--timeout 10m]
+//	lvsctl undrain SERVICE SERVER
+//	lvsctl explain SERVICE SERVER [-o table|json]
+//	lvsctl reload
+//	lvsctl check-config FILE
+//
+// SERVICE is "VIP:PORT/PROTO" or "fwmark:N", SERVER is "RIP:PORT", both as
+// in the configuration and `ipvsadm -L -n`. The socket is -socket, else
+// the control_socket of -config (default /etc/lvs-monitor/lvs-monitor.toml),
+// else /run/lvs-monitor/control.sock.
+//
+// Exit status:
+//
+//	0  done
+//	1  the request failed or was refused (not a managed server, reload
+//	   refused, check-config found mistakes, …)
+//	2  usage: unknown command, bad flag, missing or malformed argument
+//	3  lvs-monitor is unreachable (no socket, not running, not root)
+//	4  drain --wait: the timeout passed with connections still active
+//	   (the drain itself stands)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"lvs-feedback/control"
+	"lvs-feedback/monitor"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+	exitWaitTimeout = 4
+)
+
+const defaultConfig = "/etc/lvs-monitor/lvs-monitor.toml"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, poll: time.Second, now: time.Now}
+	os.Exit(c.run(ctx, os.Args[1:]))
+}
+
+// cli is one invocation; tests set poll and now.
+type cli struct {
+	stdout, stderr io.Writer
+	poll           time.Duration // drain --wait polling period
+	now            func() time.Time
+
+	socket  string
+	config  string
+	timeout time.Duration
+}
+
+const usage = `usage: lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
+
+commands:
+  status [-o table|json]                      every service and server: state, weights, load, connections
+  drain SERVICE SERVER [--wait] [--timeout D] weight 0 as an operator drain (kept across restarts);
+                                              --wait shows active connections until they reach 0
+  undrain SERVICE SERVER                      back to its default weight (slow start), managed again
+  explain SERVICE SERVER [-o table|json]      the whole computation of the server's last weight
+  reload                                      re-read the configuration (same as systemctl reload lvs-monitor)
+  check-config FILE                           check a configuration file; no daemon needed
+
+SERVICE is VIP:PORT/PROTO (e.g. 192.0.2.10:80/tcp) or fwmark:N; SERVER is RIP:PORT.
+exit status: 0 done, 1 failed or refused, 2 usage, 3 lvs-monitor unreachable,
+4 drain --wait timed out with connections still active.
+`
+
+func (c *cli) usageError(format string, a ...any) int {
+	fmt.Fprintf(c.stderr, "lvsctl: "+format+"\n\n", a...)
+	fmt.Fprint(c.stderr, usage)
+	return exitUsage
+}
+
+// globalFlags registers the flags every command accepts, so they may come
+// before or after the command name.
+func (c *cli) globalFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.socket, "socket", c.socket, "control socket `path` of lvs-monitor")
+	fs.StringVar(&c.config, "config", c.config, "lvs-monitor's configuration `file`, to find control_socket")
+	fs.DurationVar(&c.timeout, "request-timeout", c.timeout, "bound on each request to lvs-monitor")
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	c.config, c.timeout = defaultConfig, 30*time.Second
+	fs := flag.NewFlagSet("lvsctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.globalFlags(fs)
+	help := fs.Bool("h", false, "help")
+	fs.BoolVar(help, "help", false, "help")
+	if err := fs.Parse(args); err != nil {
+		return c.usageError("%v", err)
+	}
+	if *help {
+		fmt.Fprint(c.stdout, usage)
+		return exitOK
+	}
+	if fs.NArg() == 0 {
+		return c.usageError("no command")
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "status":
+		return c.status(ctx, rest)
+	case "drain":
+		return c.drain(ctx, rest)
+	case "undrain":
+		return c.undrain(ctx, rest)
+	case "explain":
+		return c.explain(ctx, rest)
+	case "reload":
+		return c.reload(ctx, rest)
+	case "check-config":
+		return c.checkConfig(rest)
+	case "help":
+		fmt.Fprint(c.stdout, usage)
+		return exitOK
+	}
+	return c.usageError("unknown command %q", cmd)
+}
+
+// parse parses a command's flags, which may come before, between or after
+// its arguments, and returns the arguments.
+func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	c.globalFlags(fs)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// client finds the socket: -socket, else control_socket of -config, else
+// the default.
+func (c *cli) client() *control.Client {
+	path := c.socket
+	if path == "" {
+		path = control.DefaultSocket
+		if data, err := os.ReadFile(c.config); err == nil {
+			if cfg, err := monitor.ParseConfig(c.config, data); err == nil && cfg.ControlSocket != "" {
+				path = cfg.ControlSocket
+			}
+		}
+	}
+	return control.NewClient(path, c.timeout)
+}
+
+// fail reports a request's error and returns the exit status for it.
+func (c *cli) fail(err error) int {
+	fmt.Fprintf(c.stderr, "lvsctl: %v\n", err)
+	var ue *control.UnreachableError
+	if errors.As(err, &ue) {
+		return exitUnreachable
+	}
+	return exitFailed
+}
+
+func outputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "table", "output `format`: table or json")
+}
+
+func (c *cli) checkOutput(o string) bool { return o == "table" || o == "json" }
+
+func (c *cli) printJSON(v any) int {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+// ---- status
+
+func (c *cli) status(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	out := outputFlag(fs)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("status: %v", err)
+	}
+	if len(pos) > 0 {
+		return c.usageError("status takes no arguments, got %q", pos)
+	}
+	if !c.checkOutput(*out) {
+		return c.usageError("-o %q: want table or json", *out)
+	}
+	st, err := c.client().Status(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *out == "json" {
+		return c.printJSON(st)
+	}
+	printStatus(c.stdout, st)
+	return exitOK
+}
+
+// stateText is a state in words for the table.
+func stateText(s control.ServerStatus) string {
+	switch s.State {
+	case control.StateDrained:
+		return "drained by operator"
+	case control.StateDown:
+		return "down"
+	case control.StateFrozen:
+		return "frozen"
+	case control.StateUnreachable:
+		return "unreachable"
+	case control.StateAgentStale:
+		return "agent stale"
+	case control.StateAgentFailing:
+		return "agent failing"
+	case control.StateRamping:
+		return fmt.Sprintf("ramping up %.0f%%", s.Ramp*100)
+	case control.StateAbsent:
+		return "not in IPVS table"
+	case control.StatePending:
+		return "waiting for first cycle"
+	}
+	return s.State
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return d.Round(time.Minute).String()
+}
+
+func f3(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}
+
+func printStatus(w io.Writer, st control.Status) {
+	if st.Cycle == nil {
+		fmt.Fprintf(w, "lvs-monitor: no cycle completed yet (interval %gs)\n", st.Config.IntervalSeconds)
+	} else {
+		fmt.Fprintf(w, "lvs-monitor: last cycle %s (%s ago, took %s, weights written: %d), interval %gs\n",
+			st.Cycle.Start.Local().Format("15:04:05"), ago(st.Now.Sub(st.Cycle.Start)),
+			time.Duration(st.Cycle.DurationSeconds*float64(time.Second)).Round(time.Microsecond), st.Cycle.Writes, st.Config.IntervalSeconds)
+	}
+	switch {
+	case !st.Reload.OK:
+		fmt.Fprintf(w, "config: LAST RELOAD FAILED at %s; the earlier configuration is still running:\n  %s\n",
+			st.Reload.At.Local().Format("15:04:05"), strings.ReplaceAll(st.Reload.Error, "\n", "\n  "))
+	case st.Reload.At != nil:
+		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.Local().Format("15:04:05"))
+	}
+	below, managed := 0, 0
+	for _, svc := range st.Services {
+		fmt.Fprintln(w)
+		title := svc.Service
+		if svc.Frozen {
+			title += "  FROZEN: too many servers unreachable at once, weights left as they are (fail static)"
+		}
+		fmt.Fprintln(w, title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SERVER\tSTATE\tWEIGHT\tDEFAULT\tLOAD\tINPUT\tCPU\tMEM\tDISK\tRESP\tPROC\tACTIVE\tINACTIVE\tAGENT OK\t")
+		var notes []string
+		for _, s := range svc.Servers {
+			in := []string{"-", "-", "-", "-", "-", "-"}
+			if s.Inputs != nil {
+				i := s.Inputs
+				for k, v := range []float64{i.Input, i.CPU, i.Memory, i.Disk, i.Response, i.Process} {
+					in[k] = fmt.Sprintf("%.2f", v)
+				}
+				if s.DirectorOnly { // the agent's inputs are not used
+					in[1], in[2], in[3], in[5] = "-", "-", "-", "-"
+				}
+			}
+			agentAge := "-"
+			switch {
+			case s.AgentAgeSeconds != nil:
+				agentAge = ago(time.Duration(*s.AgentAgeSeconds*float64(time.Second))) + " ago"
+			case s.AgentError != "":
+				agentAge = "never"
+			}
+			weight, active, inactive := fmt.Sprint(s.KernelWeight), fmt.Sprint(s.ActiveConns), fmt.Sprint(s.InactiveConns)
+			if s.State == control.StateAbsent || s.State == control.StatePending {
+				weight, active, inactive = "-", "-", "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				s.Server, stateText(s), weight, s.DefaultWeight, f3(s.Load), in[0], in[1], in[2], in[3], in[4], in[5],
+				active, inactive, agentAge)
+			if s.ProbeError != "" {
+				notes = append(notes, fmt.Sprintf("  %s: probe: %s", s.Server, s.ProbeError))
+			}
+			if s.AgentError != "" {
+				notes = append(notes, fmt.Sprintf("  %s: agent: %s", s.Server, s.AgentError))
+			}
+			if s.LastChange != "" && s.State != control.StateAbsent {
+				notes = append(notes, fmt.Sprintf("  %s: last change: %s", s.Server, s.LastChange))
+			}
+			if s.Ownership == string(monitor.Managed) && s.State != control.StateRamping {
+				managed++
+				if s.KernelWeight < s.DefaultWeight {
+					below++
+				}
+			}
+		}
+		tw.Flush()
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	if managed > 0 && below == managed {
+		fmt.Fprintf(w, "\nevery managed server is below its default weight: the cluster is loaded beyond target %g; add servers (docs/operator-guide.md)\n",
+			st.Config.Weight.Target)
+	}
+}
+
+// ---- drain, undrain
+
+// target checks a command's SERVICE SERVER arguments. On a mistake it
+// prints it with the command's usage line and returns false.
+func (c *cli) target(cmd, synopsis string, pos []string) (string, string, bool) {
+	var err error
+	if len(pos) != 2 {
+		err = fmt.Errorf("want SERVICE SERVER, got %d arguments", len(pos))
+	} else {
+		_, _, err = control.ParseTarget(pos[0], pos[1])
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "lvsctl: %s: %v\nusage: lvsctl %s\n  e.g. lvsctl %s 192.0.2.10:80/tcp 198.51.100.11:80\n", cmd, err, synopsis, cmd)
+		return "", "", false
+	}
+	return pos[0], pos[1], true
+}
+
+func (c *cli) drain(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
+	wait := fs.Bool("wait", false, "wait until the server has no active connection")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: give up after this long")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("drain: %v", err)
+	}
+	svc, srv, ok := c.target("drain", "drain SERVICE SERVER [--wait] [--timeout D]", pos)
+	if !ok {
+		return exitUsage
+	}
+	if *timeout <= 0 {
+		return c.usageError("drain: --timeout must be positive, got %v", *timeout)
+	}
+	cl := c.client()
+	ack, err := cl.Drain(ctx, svc, srv)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "%s %s: %s\n", ack.Service, ack.Server, ack.Message)
+	if !*wait {
+		return exitOK
+	}
+	return c.waitDrained(ctx, cl, ack.Service, ack.Server, *timeout)
+}
+
+// waitDrained polls the server's connection counts until no active
+// connection is left or timeout passes, printing each change.
+func (c *cli) waitDrained(ctx context.Context, cl *control.Client, svc, srv string, timeout time.Duration) int {
+	start := c.now()
+	deadline := start.Add(timeout)
+	last := -1
+	tick := time.NewTicker(c.poll)
+	defer tick.Stop()
+	for {
+		conns, err := cl.Connections(ctx, svc, srv)
+		if err != nil {
+			return c.fail(err)
+		}
+		waited := c.now().Sub(start).Round(time.Second)
+		if conns.Weight != 0 {
+			fmt.Fprintf(c.stderr, "lvsctl: %s %s: weight is %d again: someone undrained it; stopped waiting\n", svc, srv, conns.Weight)
+			return exitFailed
+		}
+		if conns.ActiveConns == 0 {
+			fmt.Fprintf(c.stdout, "drained: no active connections left after %s (%d inactive, they expire on their own)\n", waited, conns.InactiveConns)
+			return exitOK
+		}
+		if conns.ActiveConns != last {
+			fmt.Fprintf(c.stdout, "waiting: %d active, %d inactive connections (%s)\n", conns.ActiveConns, conns.InactiveConns, waited)
+			last = conns.ActiveConns
+		}
+		if !c.now().Before(deadline) {
+			fmt.Fprintf(c.stderr, "lvsctl: %s %s: still %d active connections after %s; the server stays drained\n", svc, srv, conns.ActiveConns, timeout)
+			return exitWaitTimeout
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(c.stderr, "lvsctl: interrupted with %d active connections; the server stays drained\n", conns.ActiveConns)
+			return exitFailed
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *cli) undrain(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("undrain", flag.ContinueOnError)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("undrain: %v", err)
+	}
+	svc, srv, ok := c.target("undrain", "undrain SERVICE SERVER", pos)
+	if !ok {
+		return exitUsage
+	}
+	ack, err := c.client().Undrain(ctx, svc, srv)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.stdout, "%s %s: %s\n", ack.Service, ack.Server, ack.Message)
+	return exitOK
+}
+
+// ---- explain
+
+func (c *cli) explain(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	out := outputFlag(fs)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("explain: %v", err)
+	}
+	svc, srv, ok := c.target("explain", "explain SERVICE SERVER [-o table|json]", pos)
+	if !ok {
+		return exitUsage
+	}
+	if !c.checkOutput(*out) {
+		return c.usageError("-o %q: want table or json", *out)
+	}
+	e, err := c.client().Explain(ctx, svc, srv)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *out == "json" {
+		return c.printJSON(e)
+	}
+	printExplanation(c.stdout, e)
+	return exitOK
+}
+
+func printExplanation(w io.Writer, e control.Explanation) {
+	fmt.Fprintf(w, "%s in %s, cycle at %s\n", e.Server, e.Service, e.CycleStart.Local().Format("15:04:05"))
+	fmt.Fprintf(w, "state %s (%s), kernel weight %d, default weight %d\n\n", e.State, e.Ownership, e.KernelWeight, e.DefaultWeight)
+
+	sumDirector := 0.0
+	for _, t := range e.Terms {
+		if t.Name == "input" || t.Name == "response" {
+			sumDirector += t.Coefficient
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TERM\tRAW\tNORMALISED\t× COEFFICIENT\t= PRODUCT")
+	for _, t := range e.Terms {
+		c, p := t.Coefficient, t.Product
+		if e.DirectorOnly {
+			c, p = 0, 0
+			if t.Name == "input" || t.Name == "response" {
+				c = t.Coefficient / sumDirector
+				p = t.Normalised * c
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.4f\n", strings.ToUpper(t.Name), t.Raw, t.Normalised, c, p)
+	}
+	tw.Flush()
+	switch {
+	case e.Load == nil:
+		fmt.Fprintln(w, "\nload: not computed this cycle")
+	case e.DirectorOnly:
+		fmt.Fprintf(w, "\nload = %.4f  (agent stale: INPUT and RESPONSE only, their coefficients renormalised to sum to 1)\n", *e.Load)
+	default:
+		fmt.Fprintf(w, "\nload = Σ coefficient × input = %.4f\n", *e.Load)
+	}
+
+	if f := e.Formula; f != nil {
+		fmt.Fprintf(w, "\nformula    w + gain·∛(target − load) = %.3f + %g·∛(%g − %.4f) = %.3f %s %.3f = %.3f\n",
+			f.Before, f.Gain, f.Target, f.Load, f.Before, sign(f.Step), math.Abs(f.Step), f.Raw)
+		capNote := "within bounds"
+		if f.After != f.Raw {
+			capNote = "bounded"
+		}
+		fmt.Fprintf(w, "cap        [min %g, max %g = scale %g × default %d] → %.3f (%s)\n", f.Min, f.Max, e.Weight.Scale, e.DefaultWeight, f.After, capNote)
+		if f.Ramp < 1 {
+			fmt.Fprintf(w, "ramp       slow start %.0f%%: max(min, round(%.3f × %.3f)) = %d\n", f.Ramp*100, f.After, f.Ramp, f.Next)
+		} else {
+			fmt.Fprintf(w, "ramp       none (1): round(%.3f) = %d\n", f.After, f.Next)
+		}
+		if f.KernelBefore >= 0 {
+			verdict := "not more than"
+			if f.Passes {
+				verdict = "more than"
+			}
+			fmt.Fprintf(w, "threshold  kernel %d → %d: |%d| is %s the threshold %d\n", f.KernelBefore, f.Next, f.Next-f.KernelBefore, verdict, f.Threshold)
+		} else {
+			fmt.Fprintf(w, "threshold  %d (the kernel weight before the write is not known to this lvs-monitor)\n", f.Threshold)
+		}
+	} else {
+		fmt.Fprintln(w, "\nformula    did not run this cycle")
+	}
+	fmt.Fprintf(w, "decision   %s\n", e.Decision)
+}
+
+func sign(v float64) string {
+	if v < 0 {
+		return "−"
+	}
+	return "+"
+}
+
+// ---- reload, check-config
+
+func (c *cli) reload(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("reload: %v", err)
+	}
+	if len(pos) > 0 {
+		return c.usageError("reload takes no arguments (lvs-monitor re-reads its own -config file)")
+	}
+	r, err := c.client().Reload(ctx)
+	if err != nil {
+		var ce *control.Error
+		if errors.As(err, &ce) && ce.Code == control.CodeReloadFailed {
+			fmt.Fprintf(c.stderr, "lvsctl: reload refused:\n%s\n", ce.Message)
+			return exitFailed
+		}
+		return c.fail(err)
+	}
+	fmt.Fprintln(c.stdout, "configuration reloaded; it applies from the next cycle")
+	for _, n := range r.Notes {
+		fmt.Fprintf(c.stdout, "note: %s\n", n)
+	}
+	return exitOK
+}
+
+func (c *cli) checkConfig(args []string) int {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return c.usageError("check-config: %v", err)
+	}
+	if len(pos) != 1 {
+		return c.usageError("check-config FILE")
+	}
+	cfg, err := monitor.LoadConfig(pos[0])
+	if err != nil {
+		fmt.Fprintln(c.stderr, err)
+		return exitFailed
+	}
+	servers := 0
+	for _, s := range cfg.Services {
+		servers += len(s.Servers)
+	}
+	keys := make([]string, 0, len(cfg.Services))
+	for _, s := range cfg.Services {
+		keys = append(keys, s.Key.String())
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(c.stdout, "%s: ok (%d services, %d servers: %s)\n", pos[0], len(cfg.Services), servers, strings.Join(keys, ", "))
+	return exitOK
+}

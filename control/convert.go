@@ -1,0 +1,298 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"lvs-feedback/monitor"
+)
+
+// ServerState returns the State* value of a destination in a cycle report:
+// the first that applies of drained, down, frozen, unreachable, agent
+// stale, ramping, agent failing, active.
+func ServerState(d monitor.DestStatus) string {
+	switch {
+	case d.State == monitor.DrainedByOperator:
+		return StateDrained
+	case d.State == monitor.Down:
+		return StateDown
+	case d.Frozen:
+		return StateFrozen
+	case d.ProbeErr != nil:
+		return StateUnreachable
+	case d.AgentStale:
+		return StateAgentStale
+	case d.Ramp > 0 && d.Ramp < 1:
+		return StateRamping
+	case d.AgentErr != nil:
+		return StateAgentFailing
+	}
+	return StateActive
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func coefficientMap(c monitor.Coefficients) map[string]float64 {
+	return map[string]float64{"input": c.Input, "cpu": c.CPU, "memory": c.Memory, "disk": c.Disk, "response": c.Response, "process": c.Process}
+}
+
+func weightParams(p monitor.WeightParams) WeightParams {
+	return WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
+}
+
+// status converts the monitor's status, listing every configured service
+// and server in configuration order.
+func (s *Server) status(st monitor.Status) Status {
+	now := s.opts.Now()
+	out := Status{
+		Version: ProtocolVersion,
+		Now:     now,
+		Config: ConfigSummary{
+			IntervalSeconds:    st.Config.Interval.Seconds(),
+			Coefficients:       coefficientMap(st.Config.Coefficients),
+			Weight:             weightParams(st.Config.Weight),
+			AgentExpirySeconds: st.Config.Availability.AgentExpiry.Seconds(),
+			SlowStartSeconds:   st.Config.Availability.SlowStart.Seconds(),
+			FreezeShare:        st.Config.Availability.FreezeShare,
+		},
+		Reload:   ReloadStatus{OK: st.ReloadErr == nil, Error: errString(st.ReloadErr)},
+		Services: []ServiceStatus{},
+	}
+	if !st.ReloadedAt.IsZero() {
+		at := st.ReloadedAt
+		out.Reload.At = &at
+	}
+	if !st.LastCycle.Start.IsZero() {
+		out.Cycle = &Cycle{Start: st.LastCycle.Start, DurationSeconds: st.LastCycle.Duration.Seconds(), Writes: st.LastCycle.Writes}
+	}
+	byKey := make(map[monitor.DestKey]*monitor.DestStatus, len(st.LastCycle.Dests))
+	for i := range st.LastCycle.Dests {
+		byKey[st.LastCycle.Dests[i].Key] = &st.LastCycle.Dests[i]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, svc := range st.Config.Services {
+		ss := ServiceStatus{Service: svc.Key.String(), Servers: []ServerStatus{}}
+		for _, srv := range svc.Servers {
+			k := monitor.DestKey{Service: svc.Key, Dest: srv.Addr}
+			d := byKey[k]
+			if d == nil {
+				row := ServerStatus{Server: srv.Addr.String(), State: StateAbsent, DefaultWeight: srv.Weight, NewConns: -1, Ramp: 1,
+					LastChange: "not in the IPVS table at the last cycle"}
+				if out.Cycle == nil {
+					row.State, row.LastChange = StatePending, ""
+				}
+				ss.Servers = append(ss.Servers, row)
+				continue
+			}
+			ss.Frozen = ss.Frozen || d.Frozen
+			row := ServerStatus{
+				Server:          srv.Addr.String(),
+				State:           ServerState(*d),
+				Ownership:       string(d.State),
+				KernelWeight:    d.KernelWeight,
+				DefaultWeight:   d.DefaultWeight,
+				Load:            finite(d.Load),
+				ActiveConns:     d.ActiveConns,
+				InactiveConns:   d.InactiveConns,
+				NewConns:        d.NewConns,
+				Ramp:            d.Ramp,
+				ProbeRTTSeconds: d.ProbeRTT.Seconds(),
+				ProbeError:      errString(d.ProbeErr),
+				AgentError:      errString(d.AgentErr),
+				LastChange:      d.Reason,
+			}
+			if row.Load != nil {
+				in := d.Inputs
+				row.Inputs = &Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
+				row.DirectorOnly = d.AgentStale && !(d.AgentErr == nil && d.Report.Schema != 0)
+			}
+			if at, ok := s.agentOK[k]; ok {
+				age := now.Sub(at).Seconds()
+				row.AgentLastOK, row.AgentAgeSeconds = &at, &age
+			}
+			ss.Servers = append(ss.Servers, row)
+		}
+		out.Services = append(out.Services, ss)
+	}
+	return out
+}
+
+// explanation converts the monitor's explanation, adding the raw figures
+// behind each input and the formula's numbers.
+func (s *Server) explanation(st monitor.Status, e monitor.Explanation) Explanation {
+	d := e.Dest
+	out := Explanation{
+		Service:       d.Key.Service.String(),
+		Server:        d.Key.Dest.String(),
+		CycleStart:    st.LastCycle.Start,
+		State:         ServerState(d),
+		Ownership:     string(d.State),
+		KernelWeight:  d.KernelWeight,
+		DefaultWeight: d.DefaultWeight,
+		Load:          finite(d.Load),
+		Weight:        weightParams(e.Weight),
+		Decision:      e.Decision,
+	}
+	var reference time.Duration
+	for _, svc := range st.Config.Services {
+		if svc.Key == d.Key.Service {
+			reference = svc.Probe.Reference
+		}
+	}
+	agentUsed := d.AgentErr == nil && d.Report.Schema != 0
+	out.DirectorOnly = out.Load != nil && !agentUsed && d.AgentStale
+	for _, t := range e.Terms {
+		term := Term{Name: t.Name, Normalised: t.Input, Coefficient: t.Coefficient, Product: t.Product}
+		term.Raw, term.RawValue, term.RawUnit = rawFigure(t.Name, d, reference, agentUsed)
+		out.Terms = append(out.Terms, term)
+	}
+
+	if !math.IsNaN(e.Step) && !d.Frozen && d.State != monitor.DrainedByOperator {
+		p := e.Weight
+		f := Formula{
+			Before: d.ControllerBefore, Gain: p.Gain, Target: p.Target, Load: d.Load, Step: e.Step,
+			Raw: d.ControllerBefore + e.Step, Min: float64(p.Min), Max: e.Max, Threshold: p.Threshold, Written: d.Wrote,
+			KernelBefore: -1,
+		}
+		f.After = math.Max(f.Min, math.Min(f.Max, f.Raw))
+		f.Ramp = d.Ramp
+		if !(f.Ramp > 0 && f.Ramp <= 1) {
+			f.Ramp = 1
+		}
+		f.Next = max(p.Min, monitor.RoundWeight(f.After*f.Ramp))
+		// The formula ran this cycle only if its result is the controller
+		// weight the monitor kept (a server back from down, for one, has
+		// its weight restored instead).
+		if math.Abs(f.After-d.ControllerAfter) < 1e-9 {
+			switch {
+			case !d.Wrote:
+				f.KernelBefore = d.KernelWeight
+			default:
+				s.mu.Lock()
+				if w, ok := s.weights[d.Key]; ok && s.weightSeen.Equal(st.LastCycle.Start) && w.prevOK {
+					f.KernelBefore = w.prev
+				}
+				s.mu.Unlock()
+			}
+			if f.KernelBefore >= 0 {
+				f.Passes = monitor.PassesThreshold(f.KernelBefore, f.Next, p.Threshold)
+			}
+			out.Formula = &f
+		}
+	}
+	return out
+}
+
+// rawFigure describes what was measured behind one normalised input.
+func rawFigure(name string, d monitor.DestStatus, reference time.Duration, agentUsed bool) (string, *float64, string) {
+	raw := d.Report.Raw
+	noAgent := func() (string, *float64, string) {
+		switch {
+		case d.AgentStale:
+			return "agent stale: not used", nil, ""
+		case d.AgentErr != nil:
+			return "no agent reply: " + d.AgentErr.Error(), nil, ""
+		}
+		return "not polled", nil, ""
+	}
+	switch name {
+	case "input":
+		n := d.NewConns
+		switch {
+		case n < 0:
+			return "no earlier counter reading: neutral 1", nil, ""
+		case d.Inputs.Input > 0 && n > 0:
+			mean := float64(n) / d.Inputs.Input
+			v := float64(n)
+			return fmt.Sprintf("%d new connections in the interval; service mean %.1f per server", n, mean), &v, "connections"
+		default:
+			v := float64(n)
+			if d.Inputs.Input == 1 {
+				return fmt.Sprintf("%d new connections; no traffic to measure a share from: neutral 1", n), &v, "connections"
+			}
+			return fmt.Sprintf("%d new connections in the interval", n), &v, "connections"
+		}
+	case "response":
+		if d.ProbeErr != nil {
+			return "probe failed: " + d.ProbeErr.Error(), nil, ""
+		}
+		if d.ProbeRTT <= 0 {
+			return "not probed", nil, ""
+		}
+		v := d.ProbeRTT.Seconds()
+		return fmt.Sprintf("probe %s; reference %s counts as fully loaded", roundDur(d.ProbeRTT), reference), &v, "seconds"
+	}
+	if !agentUsed {
+		return noAgent()
+	}
+	switch name {
+	case "cpu":
+		v := raw.CPUBusy
+		return fmt.Sprintf("%.1f%% busy over %.1fs on %g CPUs", raw.CPUBusy*100, raw.WindowSeconds, raw.CPUs), &v, "busy fraction"
+	case "memory":
+		if raw.MemTotalBytes == 0 {
+			return fmt.Sprintf("agent reports %.3f", d.Report.Memory), nil, ""
+		}
+		v := float64(raw.MemAvailableBytes)
+		return fmt.Sprintf("%s available of %s", bytesIEC(raw.MemAvailableBytes), bytesIEC(raw.MemTotalBytes)), &v, "bytes available"
+	case "disk":
+		var parts []string
+		mounts := make([]string, 0, len(raw.DiskSpaceUsed))
+		for m := range raw.DiskSpaceUsed {
+			mounts = append(mounts, m)
+		}
+		sort.Strings(mounts)
+		for _, m := range mounts {
+			parts = append(parts, fmt.Sprintf("%s %.0f%% used", m, raw.DiskSpaceUsed[m]*100))
+		}
+		io := fmt.Sprintf("I/O %.0f%% busy", raw.DiskIOBusy*100)
+		if raw.DiskIODevice != "" {
+			io += " (" + raw.DiskIODevice + ")"
+		}
+		parts = append(parts, io)
+		return strings.Join(parts, ", ") + "; the larger counts", nil, ""
+	case "process":
+		v := float64(raw.RunnableTasks)
+		return fmt.Sprintf("%d runnable tasks on %g CPUs", raw.RunnableTasks, raw.CPUs), &v, "tasks"
+	}
+	return "", nil, ""
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d
+}
+
+func bytesIEC(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit && exp < 4; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTP"[exp])
+}

@@ -1,0 +1,248 @@
+package control_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lvs-feedback/control"
+	"lvs-feedback/control/controltest"
+)
+
+// startServer listens on path for the rig's monitor and serves until the
+// test ends.
+func startServer(t *testing.T, m control.Monitor, path string) *control.Server {
+	t.Helper()
+	s, err := control.Listen(control.Options{Path: path, Monitor: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve()
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
+}
+
+func TestSocketMode(t *testing.T) {
+	r := controltest.New(t, "")
+	fi, err := os.Stat(r.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want a socket with 0600", fi.Mode())
+	}
+	// Nothing else is left in the directory (the temporary one is gone).
+	entries, _ := os.ReadDir(r.Dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".lvsctl-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestSocketRules(t *testing.T) {
+	r := controltest.New(t, "")
+
+	t.Run("world-writable directory", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_, err := control.Listen(control.Options{Path: filepath.Join(dir, "c.sock"), Monitor: r.Monitor})
+		if err == nil || !strings.Contains(err.Error(), "writable by everyone") {
+			t.Errorf("err = %v", err)
+		}
+		// Also with the sticky bit (/tmp): anyone may still create the name.
+		if err := os.Chmod(dir, 0o777|fs.ModeSticky); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := control.Listen(control.Options{Path: filepath.Join(dir, "c.sock"), Monitor: r.Monitor}); err == nil {
+			t.Error("a sticky world-writable directory was accepted")
+		}
+	})
+
+	t.Run("missing directory", func(t *testing.T) {
+		_, err := control.Listen(control.Options{Path: filepath.Join(t.TempDir(), "no", "c.sock"), Monitor: r.Monitor})
+		if err == nil || !strings.Contains(err.Error(), "RuntimeDirectory") {
+			t.Errorf("err = %v", err)
+		}
+	})
+
+	t.Run("relative path", func(t *testing.T) {
+		if _, err := control.Listen(control.Options{Path: "c.sock", Monitor: r.Monitor}); err == nil {
+			t.Error("a relative path was accepted")
+		}
+	})
+
+	t.Run("stale socket is replaced", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.sock")
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.SetUnlinkOnClose(false)
+		ln.Close() // a daemon that died: the file stays, nobody listens
+		startServer(t, r.Monitor, path)
+		st, err := control.NewClient(path, 5*time.Second).Status(context.Background())
+		if err != nil || st.Version != control.ProtocolVersion {
+			t.Errorf("status over the new socket: %v", err)
+		}
+	})
+
+	t.Run("live socket is refused", func(t *testing.T) {
+		_, err := control.Listen(control.Options{Path: r.Socket, Monitor: r.Monitor})
+		if err == nil || !strings.Contains(err.Error(), "already running") {
+			t.Errorf("err = %v", err)
+		}
+		// The running server still answers.
+		if _, err := control.NewClient(r.Socket, 5*time.Second).Status(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("a file in the way is not removed", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.sock")
+		if err := os.WriteFile(path, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := control.Listen(control.Options{Path: path, Monitor: r.Monitor})
+		if err == nil || !strings.Contains(err.Error(), "regular file") {
+			t.Errorf("err = %v", err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "precious" {
+			t.Error("the file was touched")
+		}
+	})
+
+	t.Run("shutdown removes the socket", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "c.sock")
+		s := startServer(t, r.Monitor, path)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("socket left after shutdown: %v", err)
+		}
+	})
+}
+
+func TestProtocolErrors(t *testing.T) {
+	r := controltest.New(t, "")
+	c := control.NewClient(r.Socket, 5*time.Second)
+	ctx := context.Background()
+
+	// Before the first cycle explain has nothing to say.
+	_, err := c.Explain(ctx, "192.0.2.10:80/tcp", "198.51.100.11:80")
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Code != control.CodeUnavailable || ce.Status != http.StatusServiceUnavailable {
+		t.Errorf("explain before a cycle: %v", err)
+	}
+	r.Cycle()
+	for _, tt := range []struct {
+		name    string
+		call    func() error
+		code    string
+		status  int
+		message string
+	}{
+		{"malformed service", func() error { _, err := c.Drain(ctx, "nonsense", "198.51.100.11:80"); return err },
+			control.CodeBadRequest, http.StatusBadRequest, "nonsense"},
+		{"unlisted server", func() error { _, err := c.Drain(ctx, "192.0.2.10:80/tcp", "198.51.100.99:80"); return err },
+			control.CodeNotManaged, http.StatusNotFound, "use ipvsadm"},
+		{"server missing from the table", func() error {
+			_, err := c.Connections(ctx, "192.0.2.10:80/tcp", "198.51.100.77:80")
+			return err
+		}, control.CodeNotFound, http.StatusNotFound, "not found"},
+		{"no reload function", func() error {
+			path := filepath.Join(t.TempDir(), "c.sock")
+			startServer(t, r.Monitor, path)
+			_, err := control.NewClient(path, time.Second).Reload(ctx)
+			return err
+		}, control.CodeUnavailable, http.StatusServiceUnavailable, "cannot reload"},
+	} {
+		err := tt.call()
+		if !errors.As(err, &ce) || ce.Code != tt.code || ce.Status != tt.status || !strings.Contains(ce.Message, tt.message) {
+			t.Errorf("%s: %v (%+v)", tt.name, err, ce)
+		}
+	}
+
+	// Unknown request, unknown body field.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.Socket)
+	}}}
+	for _, req := range []struct{ method, path, body string }{
+		{"GET", "/v1/nothing", ""},
+		{"GET", "/v1/drain", ""},
+		{"POST", "/v1/drain", `{"service":"192.0.2.10:80/tcp","server":"198.51.100.11:80","force":true}`},
+		{"POST", "/v1/drain", strings.Repeat("x", 10000)},
+	} {
+		hreq, _ := http.NewRequest(req.method, "http://x"+req.path, strings.NewReader(req.body))
+		resp, err := hc.Do(hreq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("%s %s: status %d, want 4xx", req.method, req.path, resp.StatusCode)
+		}
+	}
+	if w := r.Weight(controltest.A); w == 0 {
+		t.Error("a refused request drained A")
+	}
+}
+
+// The explanation's numbers are the monitor's: every term's product is
+// its input times its coefficient, and they sum to the load.
+func TestExplanationAddsUp(t *testing.T) {
+	r := controltest.New(t, "")
+	r.Agents.Set(controltest.A, controltest.Load{CPU: 0.2, Memory: 0.3, Disk: 0.1, Processes: 0.25})
+	r.Cycle()
+	r.Cycle()
+	e, err := control.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.11:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Monitor.Explain(controltest.Service, controltest.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for i, term := range e.Terms {
+		if term.Normalised != m.Terms[i].Input || term.Coefficient != m.Terms[i].Coefficient || term.Product != m.Terms[i].Product {
+			t.Errorf("term %s: %+v, monitor %+v", term.Name, term, m.Terms[i])
+		}
+		sum += term.Product
+	}
+	if e.Load == nil || *e.Load != m.Dest.Load || abs(sum-*e.Load) > 1e-12 {
+		t.Errorf("load %v, terms sum to %v, monitor %v", e.Load, sum, m.Dest.Load)
+	}
+	if f := e.Formula; f == nil || f.Step != m.Step || f.After != m.Dest.ControllerAfter || f.Next != m.Dest.KernelWeight {
+		t.Errorf("formula %+v, monitor step %v after %v kernel %d", e.Formula, m.Step, m.Dest.ControllerAfter, m.Dest.KernelWeight)
+	}
+	if e.Decision != m.Decision {
+		t.Errorf("decision %q, monitor %q", e.Decision, m.Decision)
+	}
+	// A drained server has no formula.
+	if err := r.Monitor.Drain(controltest.Service, controltest.B); err != nil {
+		t.Fatal(err)
+	}
+	r.Cycle()
+	e, err = control.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.12:80")
+	if err != nil || e.Formula != nil || e.State != control.StateDrained || !strings.Contains(e.Decision, "drained") {
+		t.Errorf("drained: %+v %v", e, err)
+	}
+}
+
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,267 @@
+package control
+
+import "time"
+
+// ProtocolVersion is the revision of the wire format in this package,
+// reported in Status.Version.
+const ProtocolVersion = 1
+
+// Server states, the State field of ServerStatus. One value per server,
+// the first that applies in this order.
+const (
+	// StatePending: no cycle has completed since lvs-monitor started.
+	StatePending = "pending"
+	// StateAbsent: configured, but not in the IPVS table at the last cycle
+	// (the monitor skips it until it appears).
+	StateAbsent = "absent"
+	// StateDrained: weight 0 set by an operator (lvsctl drain or ipvsadm
+	// -w 0). Never touched until undrained.
+	StateDrained = "drained"
+	// StateDown: the probe failed and lvs-monitor set weight 0; the
+	// weight comes back when the server answers.
+	StateDown = "down"
+	// StateFrozen: too many servers of the service failed their probe at
+	// once (fail static); no weight of the service changes.
+	StateFrozen = "frozen"
+	// StateUnreachable: the probe failed this cycle but the weight could
+	// not be set to 0 (the write was refused); retried next cycle.
+	StateUnreachable = "unreachable"
+	// StateAgentStale: the agent has been silent longer than agent_expiry;
+	// the load comes from the director's own inputs (INPUT, RESPONSE).
+	StateAgentStale = "agent_stale"
+	// StateAgentFailing: the last agent poll failed, not yet stale; the
+	// weight is kept.
+	StateAgentFailing = "agent_failing"
+	// StateRamping: slow start after down or undrain; the server has Ramp
+	// (< 1) of its computed weight.
+	StateRamping = "ramping"
+	// StateActive: managed, reachable, its agent answering.
+	StateActive = "active"
+)
+
+// Status is the reply to GET /v1/status.
+type Status struct {
+	Version int       `json:"version"` // ProtocolVersion of the daemon
+	Now     time.Time `json:"now"`     // the daemon's clock when it answered
+	// Cycle is the last completed cycle; nil before the first.
+	Cycle    *Cycle          `json:"cycle,omitempty"`
+	Config   ConfigSummary   `json:"config"`
+	Reload   ReloadStatus    `json:"reload"`
+	Services []ServiceStatus `json:"services"`
+}
+
+// Cycle describes one completed cycle.
+type Cycle struct {
+	Start           time.Time `json:"start"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Writes          int       `json:"writes"` // kernel weight writes
+}
+
+// ConfigSummary is the part of the running configuration that explains the
+// numbers in a status.
+type ConfigSummary struct {
+	IntervalSeconds    float64            `json:"interval_seconds"`
+	Coefficients       map[string]float64 `json:"coefficients"` // input, cpu, memory, disk, response, process
+	Weight             WeightParams       `json:"weight"`
+	AgentExpirySeconds float64            `json:"agent_expiry_seconds"`
+	SlowStartSeconds   float64            `json:"slow_start_seconds"`
+	FreezeShare        float64            `json:"freeze_share"`
+}
+
+// WeightParams are the parameters of w ← w + gain·∛(target − load),
+// bounded to [min, scale·default].
+type WeightParams struct {
+	Gain      float64 `json:"gain"`
+	Target    float64 `json:"target"`
+	Scale     float64 `json:"scale"`
+	Min       int     `json:"min"`
+	Threshold int     `json:"threshold"`
+}
+
+// ReloadStatus is the outcome of the last configuration reload (SIGHUP or
+// lvsctl reload).
+type ReloadStatus struct {
+	// At is the last reload attempt; absent if there was none.
+	At *time.Time `json:"at,omitempty"`
+	// OK is false when the last attempt failed; the configuration loaded
+	// before it is still running.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// ServiceStatus is one configured virtual service.
+type ServiceStatus struct {
+	Service string         `json:"service"` // as ipvsadm names it: VIP:PORT/proto or fwmark:N
+	Frozen  bool           `json:"frozen"`
+	Servers []ServerStatus `json:"servers"`
+}
+
+// ServerStatus is one configured real server at the last cycle.
+type ServerStatus struct {
+	Server string `json:"server"` // RIP:PORT
+	// State is one of the State* constants.
+	State string `json:"state"`
+	// Ownership is the monitor's record: managed, drained or down.
+	Ownership     string `json:"ownership,omitempty"`
+	KernelWeight  int    `json:"kernel_weight"`
+	DefaultWeight int    `json:"default_weight"`
+	// Load is the aggregate load (0 idle, 1 fully loaded); absent when it
+	// was not computed (drained, down, agent failing, …).
+	Load *float64 `json:"load,omitempty"`
+	// Inputs are the normalised inputs behind Load; absent with it.
+	Inputs *Inputs `json:"inputs,omitempty"`
+	// DirectorOnly is true when the agent is stale and Load comes from
+	// INPUT and RESPONSE alone (the agent's inputs are then 0, unused).
+	DirectorOnly  bool `json:"director_only,omitempty"`
+	ActiveConns   int  `json:"active_connections"`
+	InactiveConns int  `json:"inactive_connections"`
+	// NewConns is the number of connections scheduled to the server during
+	// the last interval; -1 when unknown (first reading).
+	NewConns int64 `json:"new_connections"`
+	// Ramp is the slow-start share, 1 when not ramping.
+	Ramp            float64 `json:"ramp"`
+	ProbeRTTSeconds float64 `json:"probe_rtt_seconds,omitempty"`
+	ProbeError      string  `json:"probe_error,omitempty"`
+	AgentError      string  `json:"agent_error,omitempty"`
+	// AgentLastOK is when lvs-monitor last got a good reply from the
+	// server's agent (start of that cycle); absent if never since the
+	// daemon started. AgentAgeSeconds is Now − AgentLastOK.
+	AgentLastOK     *time.Time `json:"agent_last_ok,omitempty"`
+	AgentAgeSeconds *float64   `json:"agent_age_seconds,omitempty"`
+	// LastChange says why the weight or ownership changed in the last
+	// cycle, if it did.
+	LastChange string `json:"last_change,omitempty"`
+}
+
+// Inputs are a server's normalised inputs (0 idle, 1 fully loaded).
+type Inputs struct {
+	Input    float64 `json:"input"`
+	CPU      float64 `json:"cpu"`
+	Memory   float64 `json:"memory"`
+	Disk     float64 `json:"disk"`
+	Response float64 `json:"response"`
+	Process  float64 `json:"process"`
+}
+
+// Target names a real server of a virtual service: the body of drain and
+// undrain.
+type Target struct {
+	Service string `json:"service"`
+	Server  string `json:"server"`
+}
+
+// Ack is the reply to drain and undrain.
+type Ack struct {
+	Service string `json:"service"`
+	Server  string `json:"server"`
+	// Weight is the kernel weight after the request (0 after a drain; the
+	// first slow-start step after an undrain).
+	Weight int `json:"weight"`
+	// DefaultWeight is the weight an undrained server ramps up to.
+	DefaultWeight int    `json:"default_weight"`
+	Message       string `json:"message"`
+}
+
+// Connections is the reply to GET /v1/connections: one real server's
+// weight and connection counts, read from the IPVS table now (Live) or,
+// when the daemon has no table reader, from the last cycle.
+type Connections struct {
+	Service       string    `json:"service"`
+	Server        string    `json:"server"`
+	Weight        int       `json:"weight"`
+	ActiveConns   int       `json:"active_connections"`
+	InactiveConns int       `json:"inactive_connections"`
+	Live          bool      `json:"live"`
+	At            time.Time `json:"at"`
+}
+
+// Reload is the reply to POST /v1/reload.
+type Reload struct {
+	OK bool `json:"ok"`
+	// Notes are things the operator should know about an accepted
+	// configuration, e.g. keys that take effect only at restart.
+	Notes []string `json:"notes,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// Explanation is the reply to GET /v1/explain: the whole computation of a
+// server's weight in the last cycle.
+type Explanation struct {
+	Service    string    `json:"service"`
+	Server     string    `json:"server"`
+	CycleStart time.Time `json:"cycle_start"`
+	State      string    `json:"state"`
+	Ownership  string    `json:"ownership"`
+	// KernelWeight is the weight after the cycle's write, if any.
+	KernelWeight  int `json:"kernel_weight"`
+	DefaultWeight int `json:"default_weight"`
+	// Terms are the six inputs in the formula's order.
+	Terms []Term `json:"terms"`
+	// Load is the aggregate load; absent when not computed.
+	Load *float64 `json:"load,omitempty"`
+	// DirectorOnly is true when the agent is stale and Load is
+	// (input·INPUT + response·RESPONSE) / (input + response).
+	DirectorOnly bool `json:"director_only,omitempty"`
+	// Formula is the weight step; absent when the formula did not run.
+	Formula  *Formula     `json:"formula,omitempty"`
+	Weight   WeightParams `json:"weight_params"`
+	Decision string       `json:"decision"`
+}
+
+// Term is one input's part of the aggregate load.
+type Term struct {
+	Name string `json:"name"` // input, cpu, memory, disk, response, process
+	// Raw is what was measured, in words with units ("412 new
+	// connections, service mean 380.3"); RawValue the main figure.
+	Raw         string   `json:"raw"`
+	RawValue    *float64 `json:"raw_value,omitempty"`
+	RawUnit     string   `json:"raw_unit,omitempty"`
+	Normalised  float64  `json:"normalised"`
+	Coefficient float64  `json:"coefficient"`
+	Product     float64  `json:"product"` // normalised × coefficient
+}
+
+// Formula is one step of w ← w + gain·∛(target − load), capped to
+// [min, max] and scaled by the slow-start ramp.
+type Formula struct {
+	Before float64 `json:"before"` // controller weight before the step
+	Gain   float64 `json:"gain"`
+	Target float64 `json:"target"`
+	Load   float64 `json:"load"`
+	Step   float64 `json:"step"`  // gain·∛(target − load)
+	Raw    float64 `json:"raw"`   // before + step
+	Min    float64 `json:"min"`   // weight.min
+	Max    float64 `json:"max"`   // scale × default weight (≤ 65535)
+	After  float64 `json:"after"` // raw bounded to [min, max]: the controller weight kept
+	Ramp   float64 `json:"ramp"`  // slow-start factor, 1 when not ramping
+	Next   int     `json:"next"`  // max(min, round(after × ramp)): the candidate weight
+	// KernelBefore is the kernel weight the candidate was compared with,
+	// -1 when unknown (the daemon keeps it only from one cycle to the
+	// next); Threshold the configured threshold; Passes says
+	// |next − kernel| > threshold.
+	KernelBefore int  `json:"kernel_before"`
+	Threshold    int  `json:"threshold"`
+	Passes       bool `json:"passes"`
+	Written      bool `json:"written"`
+}
+
+// Error is the body of every failed reply.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"error"`
+	// Status is the HTTP status of the reply (not sent; filled by Client).
+	Status int `json:"-"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest   = "bad_request"   // malformed service or server, bad body
+	CodeNotManaged   = "not_managed"   // not a configured service and server (use ipvsadm)
+	CodeNotFound     = "not_found"     // configured, but not in the IPVS table
+	CodeConflict     = "conflict"      // the weight changed under the request; retry
+	CodeReloadFailed = "reload_failed" // the new configuration was refused; the old one runs
+	CodeUnavailable  = "unavailable"   // the daemon cannot do this now (no reload function, no cycle yet)
+	CodeInternal     = "internal"
+)
+
+func (e *Error) Error() string { return e.Message }
