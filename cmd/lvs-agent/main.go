@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"lvs-feedback/agent"
@@ -144,6 +145,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		notifySystemd(ctx, sampler, log)
+	}()
 
 	code := 0
 	select {
@@ -153,6 +159,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		log.Error("server failed", "err", err)
 		code = 1
 	}
+	_, _ = daemon.SdNotify(false, "STOPPING=1")
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -161,5 +168,50 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	cancel()
 	<-sampled
+	<-notified
 	return code
+}
+
+// notifySystemd speaks systemd's notify protocol when the agent runs as a
+// Type=notify service (NOTIFY_SOCKET set): READY=1 once the first sample is
+// published (a failed sample counts: the agent then serves the error), then
+// WATCHDOG=1 every half WatchdogSec while the sampler is alive, so that a
+// sampler stuck in a read gets the agent restarted.
+func notifySystemd(ctx context.Context, s *agent.Sampler, log *slog.Logger) {
+	if os.Getenv("NOTIFY_SOCKET") == "" {
+		return
+	}
+	poll := time.NewTicker(max(s.Interval()/10, 10*time.Millisecond))
+	defer poll.Stop()
+	for {
+		if _, err := s.Latest(); !errors.Is(err, agent.ErrNotReady) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		}
+	}
+	if _, err := daemon.SdNotify(false, "READY=1"); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
+	wd, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || wd <= 0 {
+		return
+	}
+	t := time.NewTicker(wd / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.Alive() {
+			_, _ = daemon.SdNotify(false, "WATCHDOG=1")
+		} else {
+			log.Warn("sampler stalled: not pinging the systemd watchdog")
+		}
+	}
 }
