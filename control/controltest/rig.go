@@ -94,6 +94,9 @@ type Rig struct {
 	Registry   *prometheus.Registry
 	Monitor    *monitor.Monitor
 	Server     *control.Server
+	// Reload is the server's reload function (control.FileReloader of
+	// ConfigPath), as SIGHUP calls it in lvs-monitor.
+	Reload control.ReloadFunc
 
 	mu      sync.Mutex
 	now     time.Time
@@ -135,8 +138,9 @@ func New(t testing.TB, config string) *Rig {
 		Metrics: monitor.NewMetrics(r.Registry), Now: r.Now,
 	}, false)
 	must(t, err)
+	r.Reload = control.FileReloader(r.ConfigPath, r.Monitor)
 	r.Server, err = control.Listen(control.Options{
-		Path: r.Socket, Monitor: r.Monitor, Reload: control.FileReloader(r.ConfigPath, r.Monitor),
+		Path: r.Socket, Monitor: r.Monitor, Reload: r.Reload,
 		Conns: r.Table, Now: r.Now,
 	})
 	must(t, err)

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lvs-feedback/control/controltest"
+	"lvs-feedback/monitor"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+// metricsRig is a monitor after a few cycles with a drained server and a
+// failing agent, its series on a registry with the Go and process
+// collectors, as lvs-monitor serves it.
+func metricsRig(t *testing.T) *controltest.Rig {
+	r := controltest.New(t, "")
+	r.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.Cycle()
+	if err := r.Monitor.Drain(controltest.Service, controltest.B); err != nil {
+		t.Fatal(err)
+	}
+	r.Agents.Fail(controltest.C)
+	r.Prober.Set(controltest.A, 30*time.Millisecond)
+	r.Cycle()
+	r.Cycle()
+	return r
+}
+
+func scrape(t *testing.T, r *controltest.Rig) []byte {
+	t.Helper()
+	srv := httptest.NewServer(newMetricsServer(r.Registry, discard).Handler)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return body
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	r := metricsRig(t)
+	body := scrape(t, r)
+	for _, want := range []string{
+		`lvs_monitor_server_weight{server="198.51.100.12:80",service="192.0.2.10:80/tcp"} 0`,
+		`lvs_monitor_server_drained{server="198.51.100.12:80",service="192.0.2.10:80/tcp"} 1`,
+		`lvs_monitor_server_input{input="response",server="198.51.100.11:80",service="192.0.2.10:80/tcp"} 0.3`,
+		`lvs_monitor_agent_poll_errors_total{server="198.51.100.13:80",service="192.0.2.10:80/tcp"} 2`,
+		`lvs_monitor_config_last_reload_successful 1`,
+		`lvs_monitor_cycle_duration_seconds_count 3`,
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(r.Registry); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// promtool (Debian package prometheus) must find nothing to say about
+// what /metrics serves.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install --no-install-recommends prometheus); the series are still linted by TestMetricsEndpoint")
+	}
+	body := scrape(t, metricsRig(t))
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func TestMetricsServerTimeouts(t *testing.T) {
+	s := newMetricsServer(metricsRig(t).Registry, discard)
+	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Errorf("a timeout or limit is unset: %+v", s)
+	}
+	srv := httptest.NewServer(s.Handler)
+	defer srv.Close()
+	for path, want := range map[string]int{"/": 200, "/nothing": 404} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Post(srv.URL+"/metrics", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d", resp.StatusCode)
+	}
+}
+
+// notifications listens like systemd's NOTIFY_SOCKET.
+func notifications(t *testing.T) <-chan string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", path)
+	msgs := make(chan string, 100)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			msgs <- string(buf[:n])
+		}
+	}()
+	return msgs
+}
+
+func nextNotification(t *testing.T, msgs <-chan string) string {
+	t.Helper()
+	select {
+	case m := <-msgs:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
+	return ""
+}
+
+// The main loop sends READY=1 after the first complete cycle and
+// WATCHDOG=1 after every cycle; the wait between cycles follows a
+// reloaded interval.
+func TestMainLoopNotifiesAndFollowsInterval(t *testing.T) {
+	msgs := notifications(t)
+	t.Setenv("WATCHDOG_USEC", "30000000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	r := controltest.New(t, strings.Replace(controltest.Config, `interval = "1s"
+agent_timeout = "500ms"
+probe_timeout = "500ms"`, `interval = "100ms"
+agent_timeout = "50ms"
+probe_timeout = "50ms"`, 1))
+	n := newNotifier(discard)
+	if n.watchdog != 30*time.Second {
+		t.Fatalf("watchdog %v", n.watchdog)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cycles := make(chan monitor.CycleReport, 100)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runLoop(ctx, r.Monitor, discard, func(rep monitor.CycleReport, err error) {
+			r.Server.ObserveCycle(rep)
+			n.cycleDone(rep, err)
+			cycles <- rep
+		})
+	}()
+	first := nextNotification(t, msgs)
+	if !strings.HasPrefix(first, "READY=1\nSTATUS=cycle at ") || !strings.Contains(first, "3 servers") || !strings.HasSuffix(first, "\nWATCHDOG=1") {
+		t.Errorf("first notification %q", first)
+	}
+	second := nextNotification(t, msgs)
+	if strings.Contains(second, "READY=1") || !strings.HasSuffix(second, "WATCHDOG=1") {
+		t.Errorf("second notification %q", second)
+	}
+	// Reload to a one-hour interval: after the cycle that follows, no more.
+	r.WriteConfig(strings.Replace(controltest.Config, `interval = "1s"`, `interval = "1h"`, 1) + "\n[availability]\nagent_expiry = \"1h\"\n")
+	if _, err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the cycle that was due
+	for len(cycles) > 0 {
+		<-cycles
+	}
+	select {
+	case <-cycles:
+		t.Error("a cycle ran within 300 ms of a reload to a one-hour interval")
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	<-done
+}
