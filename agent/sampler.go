@@ -27,6 +27,7 @@ type Sampler struct {
 	interval time.Duration
 	log      *slog.Logger
 	now      func() time.Time
+	maxGap   time.Duration // a baseline older than this is not averaged over
 
 	latest   atomic.Pointer[sample]
 	started  time.Time
@@ -53,7 +54,7 @@ func NewSampler(src Source, interval time.Duration, log *slog.Logger) (*Sampler,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sampler{src: src, interval: interval, log: log, now: time.Now}
+	s := &Sampler{src: src, interval: interval, log: log, now: time.Now, maxGap: 5 * interval}
 	s.started = s.now()
 	return s, nil
 }
@@ -90,7 +91,7 @@ func (s *Sampler) Run(ctx context.Context) {
 		switch {
 		case err != nil:
 			s.publish(Report{}, err)
-			if prev != nil && now.Sub(prevAt) > 5*s.interval {
+			if prev != nil && now.Sub(prevAt) > s.maxGap {
 				prev = nil // too old to average over: start a fresh window
 			}
 		case prev == nil:

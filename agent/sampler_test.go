@@ -83,6 +83,7 @@ func TestSamplerStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.maxGap = time.Hour // a loaded test machine must not turn read 5 into a baseline
 	if _, err := s.Latest(); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("before Run: %v, want ErrNotReady", err)
 	}
@@ -123,6 +124,36 @@ func TestSamplerStates(t *testing.T) {
 	body, err := s.body()
 	if err != nil || !strings.HasSuffix(string(body), "}\n") || !strings.Contains(string(body), `"source":"fake"`) {
 		t.Errorf("body %q, %v", body, err)
+	}
+}
+
+// TestSamplerRebase: after an outage longer than maxGap, the next good
+// read is a new baseline, not the end of a long window.
+func TestSamplerRebase(t *testing.T) {
+	src := &fakeSource{errs: map[int]error{3: errors.New("boom")}}
+	s, err := NewSampler(src, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.maxGap = time.Nanosecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := s.Latest()
+		if err == nil && r.CPU > 0.02 {
+			// Read 4 is the new baseline: the report is over [4, 5].
+			if r.CPU != 0.05 || r.Raw.RunnableTasks != 4 {
+				t.Errorf("after rebase %+v, want cpu 0.05 over [4, 5]", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no report after the outage: %+v, %v", r, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
