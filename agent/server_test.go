@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -248,7 +249,7 @@ func TestServerUnderGoroutineHog(t *testing.T) {
 	defer stop()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var worst time.Duration
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 10; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		start := time.Now()
 		_, err := Fetch(ctx, client, url)
@@ -259,16 +260,20 @@ func TestServerUnderGoroutineHog(t *testing.T) {
 		worst = max(worst, time.Since(start))
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("worst of 20 requests under %d spinning goroutines: %v", 2*runtime.NumCPU(), worst)
+	t.Logf("worst of 10 requests under %d spinning goroutines: %v", 2*runtime.NumCPU(), worst)
 }
 
 // TestLatencyUnderHog measures /v1/load latency with 2×NumCPU separate hog
 // processes (this test binary re-executed) spinning on every CPU. It
 // reports p50/p99/max and asserts only that every request answered within
-// 2 s. Run: go test -run TestLatencyUnderHog -v ./agent/
+// 2 s. It saturates the machine for seconds, which would disturb the other
+// packages' tests that `go test ./...` runs in parallel, so it runs only
+// when asked for by name:
+//
+//	go test -run TestLatencyUnderHog -v ./agent/
 func TestLatencyUnderHog(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes about 8 s")
+	if f := flag.Lookup("test.run"); testing.Short() || f == nil || !strings.Contains(f.Value.String(), "TestLatencyUnderHog") {
+		t.Skip("saturates the machine; run it by name: go test -run TestLatencyUnderHog -v ./agent/")
 	}
 	url := startAgent(t, time.Second)
 	const requests = 200
