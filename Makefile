@@ -39,3 +39,46 @@ loadtest:
 VMTEST_LIST ?=
 test-kernel:
 	GO=$(GO) ./vmtest/run.sh $(VMTEST_LIST)
+
+# ---- install, package, systemd units (docs/operator-guide.md) ----------
+# make install [PREFIX=/usr/local] [DESTDIR=]: binaries, systemd units (their
+# paths rewritten to BINDIR), the example configuration and the flag files
+# of /etc/default (never over existing ones) and the docs. make deb: bin/lvs-feedback_$(VERSION)_amd64.deb
+# with nfpm. make systemd-check: systemd-analyze verify and security.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DOCDIR ?= $(PREFIX)/share/doc/lvs-feedback
+VERSION ?= 0.1.0
+INSTALL_CMDS := lvs-monitor lvs-agent lvsctl
+
+.PHONY: install deb systemd-check
+
+install:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(INSTALL_CMDS))
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/lvs-monitor $(DESTDIR)$(DOCDIR)/examples
+	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(BINDIR)/
+	for u in lvs-monitor lvs-agent; do \
+		sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/etc/lvs-monitor/|$(SYSCONFDIR)/lvs-monitor/|g' \
+			-e 's|/etc/default/|$(SYSCONFDIR)/default/|g' -e 's|/usr/share/doc/lvs-feedback/|$(DOCDIR)/|g' \
+			systemd/$$u.service > $(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \
+	done
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml ]; then \
+		echo "kept $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml (the example is in $(DOCDIR)/examples)"; \
+	else \
+		install -m 0644 docs/examples/lvs-monitor.toml $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml; \
+	fi
+	@for f in lvs-monitor lvs-agent; do \
+		[ -e $(DESTDIR)$(SYSCONFDIR)/default/$$f ] || install -D -m 0644 packaging/default/$$f $(DESTDIR)$(SYSCONFDIR)/default/$$f; \
+	done
+	install -m 0644 README.md docs/*.md docs/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/examples/lvs-monitor.toml $(DESTDIR)$(DOCDIR)/examples/
+	@echo "installed under $(DESTDIR)$(PREFIX); then: systemctl daemon-reload; systemctl enable --now lvs-monitor (directors) or lvs-agent (real servers)"
+
+deb:
+	GO=$(GO) VERSION=$(VERSION) ./packaging/deb.sh
+
+systemd-check:
+	GO=$(GO) ./systemd/check.sh
