@@ -1,0 +1,314 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeKeyFile(t *testing.T, content []byte, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sync.key")
+	if err := os.WriteFile(p, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadKey(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef-secret")
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		k, err := LoadKey(writeKeyFile(t, secret, mode))
+		if err != nil {
+			t.Errorf("mode %04o: %v", mode, err)
+			continue
+		}
+		if !bytes.Equal(k.b, secret) {
+			t.Errorf("mode %04o: key bytes differ", mode)
+		}
+	}
+	refused := []struct {
+		name string
+		path func() string
+		want string
+	}{
+		{"group-readable", func() string { return writeKeyFile(t, secret, 0o640) }, "mode 0640"},
+		{"world-readable", func() string { return writeKeyFile(t, secret, 0o644) }, "chmod 600"},
+		{"group-writable", func() string { return writeKeyFile(t, secret, 0o620) }, "mode 0620"},
+		{"short", func() string { return writeKeyFile(t, secret[:31], 0o600) }, "31 bytes, need at least 32"},
+		{"empty", func() string { return writeKeyFile(t, nil, 0o600) }, "0 bytes"},
+		{"huge", func() string { return writeKeyFile(t, bytes.Repeat(secret, 200), 0o600) }, "larger than"},
+		{"directory", func() string { d := filepath.Join(t.TempDir(), "d"); os.Mkdir(d, 0o700); return d }, "not a regular file"},
+		{"missing", func() string { return filepath.Join(t.TempDir(), "none") }, "no such file"},
+	}
+	if os.Geteuid() == 0 {
+		refused = append(refused, struct {
+			name string
+			path func() string
+			want string
+		}{"other owner", func() string {
+			p := writeKeyFile(t, secret, 0o600)
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "owned by uid 65534"})
+	}
+	for _, c := range refused {
+		_, err := LoadKey(c.path())
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q does not say %q", c.name, err, c.want)
+		}
+		if containsAny(err.Error(), string(secret), string(secret[:16]), hex.EncodeToString(secret[:8])) {
+			t.Errorf("%s: error shows the key: %q", c.name, err)
+		}
+	}
+}
+
+// TestKeyNeverPrints formats a key every way a careless log line could.
+func TestKeyNeverPrints(t *testing.T) {
+	secret := []byte("s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t!")
+	k, err := NewKey(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for _, f := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
+		fmt.Fprintf(&out, f+"\n", k)
+	}
+	fmt.Fprintf(&out, "%v %+v\n", struct{ K *Key }{k}, VerifierConfig{Key: k})
+	j, _ := json.Marshal(struct{ K *Key }{k})
+	out.Write(j)
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	log.Info("x", "key", k, "cfg", PusherConfig{Key: k})
+	log = slog.New(slog.NewTextHandler(&out, nil))
+	log.Info("x", "key", k, "cfg", ListenerConfig{Key: k})
+	s := out.String()
+	if containsAny(s, string(secret), "s3cr3t", hex.EncodeToString(secret[:6]), fmt.Sprint(secret[:6])) {
+		t.Errorf("the key leaked:\n%s", s)
+	}
+	if !strings.Contains(s, "[redacted]") {
+		t.Errorf("no redaction marker:\n%s", s)
+	}
+	if _, err := NewKey(secret[:31]); err == nil {
+		t.Error("NewKey accepted a 31-byte key")
+	}
+}
+
+// frameFor seals m with k, failing the test on error.
+func frameFor(t testing.TB, k *Key, m Message) []byte {
+	t.Helper()
+	f, err := Seal(k, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// resealed recomputes the MAC of a frame that a test altered.
+func resealed(k *Key, f []byte) []byte {
+	body := f[:len(f)-macLen]
+	return k.macAppend(bytes.Clone(body), body)
+}
+
+// TestVerifyRejections feeds one verifier a sequence of frames and checks
+// each verdict and that every reason is counted under its own label.
+func TestVerifyRejections(t *testing.T) {
+	k := testKey(t, 1)
+	other := testKey(t, 2)
+	now := time.Unix(1700000000, 0)
+	v, err := NewVerifier(VerifierConfig{Key: k, Self: "b", Senders: []string{"a", "c"}, MaxAge: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(epoch, seq uint64) Message {
+		return Message{Sender: "a", Epoch: epoch, Seq: seq, SentAt: now, Writer: true, Snapshot: sampleSnapshot()}
+	}
+	good := frameFor(t, k, msg(5, 10))
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 1
+	v2 := frameFor(t, k, msg(5, 11))
+	binary.BigEndian.PutUint16(v2[4:6], 2)
+	v2 = resealed(k, v2)
+	v2wrongKey := bytes.Clone(v2)
+	v2wrongKey = resealed(other, v2wrongKey)
+	badJSON := append([]byte(nil), good[:headerLen+1]...)
+	binary.BigEndian.PutUint64(badJSON[14:22], 12)
+	badJSON = append(badJSON, `{"services":[{"svc":"nonsense","dests":[]}]}`...)
+	badJSON = k.macAppend(badJSON, badJSON)
+	own := frameFor(t, k, Message{Sender: "b", Epoch: 9, Seq: 1, SentAt: now})
+	stranger := frameFor(t, k, Message{Sender: "x", Epoch: 9, Seq: 1, SentAt: now})
+	badMagic := bytes.Clone(good)
+	copy(badMagic, "HTTP")
+	badMagic = resealed(k, badMagic)
+	old := msg(6, 1)
+	old.SentAt = now.Add(-2 * time.Minute)
+	future := msg(6, 2)
+	future.SentAt = now.Add(2 * time.Minute)
+
+	steps := []struct {
+		name  string
+		frame []byte
+		want  error // nil: accepted
+	}{
+		{"oversized", make([]byte, MaxFrameSize+1), ErrTooLarge},
+		{"empty", nil, ErrTruncated},
+		{"truncated header", good[:20], ErrTruncated},
+		{"garbage", bytes.Repeat([]byte{0xA5}, 500), ErrMalformed},
+		{"bad magic, valid MAC", badMagic, ErrMalformed},
+		{"truncated payload", good[:len(good)-40], ErrBadMAC},
+		{"flipped bit", flipped, ErrBadMAC},
+		{"wrong key", frameFor(t, other, msg(5, 10)), ErrBadMAC},
+		{"version 2, wrong key: MAC first", v2wrongKey, ErrBadMAC},
+		{"version 2", v2, ErrVersion},
+		{"own id", own, ErrOwnSender},
+		{"unknown sender", stranger, ErrUnknownSender},
+		{"malformed payload, valid MAC", badJSON, ErrMalformed},
+		{"good", good, nil},
+		{"replayed", good, ErrReplay},
+		{"older sequence", frameFor(t, k, msg(5, 9)), ErrReplay},
+		{"next sequence", frameFor(t, k, msg(5, 11)), nil},
+		{"new epoch, sequence restarts", frameFor(t, k, msg(6, 1)), nil},
+		{"old epoch", frameFor(t, k, msg(5, 99)), ErrStaleEpoch},
+		{"too old", frameFor(t, k, old), ErrReplay},
+		{"expired", frameFor(t, k, func() Message { m := old; m.Seq = 5; return m }()), ErrExpired},
+		{"from the future", frameFor(t, k, func() Message { m := future; m.Seq = 6; return m }()), ErrExpired},
+		{"expiry did not advance the window", frameFor(t, k, msg(6, 3)), nil},
+		{"other sender has its own window", frameFor(t, k, Message{Sender: "c", Epoch: 1, Seq: 1, SentAt: now}), nil},
+	}
+	want := map[string]uint64{}
+	for _, s := range steps {
+		_, err := v.Verify(s.frame)
+		switch {
+		case s.want == nil && err != nil:
+			t.Errorf("%s: rejected: %v", s.name, err)
+		case s.want != nil && !errors.Is(err, s.want):
+			t.Errorf("%s: err = %v, want %v", s.name, err, s.want)
+		}
+		label := "accepted"
+		if s.want != nil {
+			label = RejectReason(s.want)
+			if RejectReason(err) != label {
+				t.Errorf("%s: reason %q, want %q", s.name, RejectReason(err), label)
+			}
+		}
+		want[label]++
+		if err != nil && containsAny(err.Error(), string(k.b), string(other.b)) {
+			t.Errorf("%s: error shows a key", s.name)
+		}
+	}
+	got := v.Counters().Snapshot()
+	for label, n := range want {
+		if got[label] != n {
+			t.Errorf("counter %s = %d, want %d", label, got[label], n)
+		}
+	}
+	if len(got) != len(reasons)+1 {
+		t.Errorf("counters %v: want one per reason plus accepted", got)
+	}
+	// Every reason is a distinct error.
+	for i, a := range reasons {
+		for j, b := range reasons {
+			if i != j && errors.Is(a.err, b.err) {
+				t.Errorf("%v is %v", a.err, b.err)
+			}
+		}
+	}
+}
+
+func TestVerifierRestoreKeepsReplayWindow(t *testing.T) {
+	k := testKey(t, 1)
+	v1, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
+	f := frameFor(t, k, Message{Sender: "a", Epoch: 3, Seq: 7})
+	if _, err := v1.Verify(f); err != nil {
+		t.Fatal(err)
+	}
+	saved := v1.Positions()
+	// A restarted receiver with the restored window refuses the capture.
+	v2, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
+	v2.Restore(saved)
+	if _, err := v2.Verify(f); !errors.Is(err, ErrReplay) {
+		t.Errorf("replay after restore: %v", err)
+	}
+	// Restore never moves a window backwards.
+	v2.Restore(map[string]Position{"a": {Epoch: 1, Seq: 1}})
+	if got := v2.Positions()["a"]; got != (Position{Epoch: 3, Seq: 7}) {
+		t.Errorf("window moved back to %+v", got)
+	}
+}
+
+// FuzzVerify: no input panics the verifier, and nothing but a correctly
+// sealed frame is ever accepted.
+func FuzzVerify(f *testing.F) {
+	k := testKey(f, 1)
+	good := frameFor(f, k, Message{Sender: "a", Epoch: 1, Seq: 1, Writer: true, Snapshot: sampleSnapshot()})
+	f.Add(good)
+	f.Add(good[:40])
+	f.Add([]byte("LVSY"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
+		m, err := v.Verify(b)
+		if err != nil {
+			if RejectReason(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(b, good) {
+			// An accepted frame must carry a valid MAC over its bytes.
+			p, _ := splitFrame(b)
+			if !k.equalMAC(p.mac, p.signed) {
+				t.Fatalf("accepted a frame with a bad MAC: %+v", m)
+			}
+		}
+	})
+}
+
+// FuzzPayload: with a valid MAC (a peer holding the key, but buggy), no
+// payload panics the parser, and whatever is accepted is a valid message
+// that seals again.
+func FuzzPayload(f *testing.F) {
+	k := testKey(f, 1)
+	m := Message{Writer: true, Snapshot: sampleSnapshot(), Edits: []Edit{{Pos: EditPos{1, 2}, Key: simKeys[0], Weight: 3}}, Acks: []Ack{{Peer: "b", Pos: EditPos{1, 1}}}}
+	p, err := encodePayload(&m)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(p)
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"services":[{"svc":"fwmark:1","dests":[{"a":"10.0.0.1:0","s":"down","w":0,"c":1e308}]}]}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		hdr := Message{Version: Version, Sender: "a", Epoch: 1, Seq: 1}
+		frame := appendHeader(nil, &hdr)
+		frame = append(frame, payload...)
+		frame = k.macAppend(frame, frame)
+		v, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
+		got, err := v.Verify(frame)
+		if err != nil {
+			if RejectReason(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		got.Sender, got.Seq = "a", 2
+		if _, err := Seal(k, got); err != nil {
+			t.Fatalf("accepted a message that does not seal again: %v", err)
+		}
+	})
+}

@@ -1,0 +1,440 @@
+package scheduler
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+
+	"lvs-feedback/ipvs"
+)
+
+// Version is the protocol version this package speaks. A frame of another
+// version is rejected (ErrVersion) after its HMAC has been checked.
+const Version uint16 = 1
+
+// MaxFrameSize bounds a frame (header, payload and MAC, without the 4-byte
+// length prefix of the stream). A larger frame is refused unread on receipt
+// and never sent. A destination costs about 60–110 bytes of payload, so the
+// bound holds tens of thousands of destinations.
+const MaxFrameSize = 4 << 20
+
+// MaxSenderLen bounds a director id.
+const MaxSenderLen = 64
+
+// Ownership states of a destination; the same strings as the monitor's
+// persisted ownership (monitor.Managed, DrainedByOperator, Down).
+const (
+	StateManaged = "managed"
+	StateDrained = "drained"
+	StateDown    = "down"
+)
+
+// DestKey names one destination of one service. It has the same shape as
+// monitor.DestKey, so the two convert with a plain type conversion.
+type DestKey struct {
+	Service ipvs.ServiceKey
+	Dest    netip.AddrPort
+}
+
+func (k DestKey) String() string { return k.Service.String() + " " + k.Dest.String() }
+
+// compareKeys orders keys by service (firewall mark, family, protocol,
+// address) then destination: a total order that keeps each service's
+// destinations together.
+func compareKeys(a, b DestKey) int {
+	x, y := a.Service, b.Service
+	if c := cmp.Compare(x.FWMark, y.FWMark); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(x.Family, y.Family); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(x.Protocol, y.Protocol); c != 0 {
+		return c
+	}
+	if c := x.Addr.Compare(y.Addr); c != 0 {
+		return c
+	}
+	return a.Dest.Compare(b.Dest)
+}
+
+// DestState is the replicated state of one destination: everything a
+// director needs to carry on controlling it from where the sender left off.
+type DestState struct {
+	Key DestKey
+	// State is the ownership: StateManaged, StateDrained or StateDown.
+	State string
+	// Weight is the weight the kernel should hold (monitor DestRecord.Written).
+	Weight int
+	// DefaultWeight is the sender's effective default weight (informational:
+	// the receiver derives its own from DefaultOverride and its configuration).
+	DefaultWeight int
+	// DefaultOverride and OverriddenConfig: an operator's default weight and
+	// the configured weight it replaced (monitor DestRecord fields).
+	DefaultOverride  int
+	OverriddenConfig int
+	// RestoreWeight is the weight a Down server gets back.
+	RestoreWeight int
+	// Ctrl is the controller's fractional weight (the smoothing state);
+	// meaningful when CtrlSet.
+	Ctrl    float64
+	CtrlSet bool
+	// Ramping says the server is in slow start, RampElapsed into it when
+	// the message was sent.
+	Ramping     bool
+	RampElapsed time.Duration
+}
+
+// Snapshot is a full desired state: every destination the sender controls.
+type Snapshot struct {
+	Dests []DestState
+}
+
+// Index returns the snapshot's destinations by key.
+func (s Snapshot) Index() map[DestKey]DestState {
+	m := make(map[DestKey]DestState, len(s.Dests))
+	for _, d := range s.Dests {
+		m[d.Key] = d
+	}
+	return m
+}
+
+// Clone returns a deep copy.
+func (s Snapshot) Clone() Snapshot { return Snapshot{Dests: slices.Clone(s.Dests)} }
+
+// EditPos orders the edits of one director: by its epoch, then by ID.
+type EditPos struct {
+	Epoch uint64
+	ID    uint64
+}
+
+// After reports whether p comes after q.
+func (p EditPos) After(q EditPos) bool {
+	if p.Epoch != q.Epoch {
+		return p.Epoch > q.Epoch
+	}
+	return p.ID > q.ID
+}
+
+// Edit is an operator's weight change found on a follower (ipvsadm or
+// lvsctl on the standby): the writer replays it on its own table so that it
+// reaches every director. Weight 0 is a drain.
+type Edit struct {
+	Pos    EditPos
+	Key    DestKey
+	Weight int
+}
+
+// Ack tells a follower up to which of its edits the writer has applied.
+type Ack struct {
+	Peer string
+	Pos  EditPos
+}
+
+// Message is what one director tells its peers every cycle.
+type Message struct {
+	// Filled in by the Pusher (and checked by the Verifier).
+	Version uint16
+	Sender  string
+	Seq     uint64 // strictly increasing per Sender and Epoch
+	SentAt  time.Time
+
+	// Epoch is the sender's current epoch (see Node and EpochStore).
+	Epoch uint64
+	// Writer says the sender is the director writing weights (the active
+	// one); its Snapshot is the desired state. A follower's Snapshot may be
+	// empty: its messages carry Edits and serve as heartbeats.
+	Writer   bool
+	Snapshot Snapshot
+	Edits    []Edit // from a follower: operator edits not yet acknowledged
+	Acks     []Ack  // from the writer: edits applied, per follower
+}
+
+// Claim is the sender's claim to be the writer.
+func (m Message) Claim() Claim { return Claim{Sender: m.Sender, Epoch: m.Epoch} }
+
+// Clone returns a copy that shares nothing mutable with m.
+func (m Message) Clone() Message {
+	m.Snapshot = m.Snapshot.Clone()
+	m.Edits = slices.Clone(m.Edits)
+	m.Acks = slices.Clone(m.Acks)
+	return m
+}
+
+// ErrInvalid wraps every reason a message cannot be sent (checked before
+// sealing, so that a peer never has to reject our own bugs).
+var ErrInvalid = errors.New("scheduler: invalid message")
+
+// ValidSender reports whether id can name a director: 1 to 64 characters
+// from A-Z, a-z, 0-9, '.', '_', '-'.
+func ValidSender(id string) bool {
+	if len(id) == 0 || len(id) > MaxSenderLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validState(s string) bool {
+	return s == StateManaged || s == StateDrained || s == StateDown
+}
+
+func validWeight(w int) bool { return w >= 0 && w <= ipvs.MaxWeight }
+
+// validate checks the content of a message (not the header fields the
+// Pusher fills in).
+func (m *Message) validate() error {
+	seen := make(map[DestKey]bool, len(m.Snapshot.Dests))
+	for _, d := range m.Snapshot.Dests {
+		if seen[d.Key] {
+			return fmt.Errorf("destination %s listed twice", d.Key)
+		}
+		seen[d.Key] = true
+		if !d.Key.Dest.IsValid() || (!d.Key.Service.IsFWMark() && !d.Key.Service.Addr.IsValid()) {
+			return fmt.Errorf("destination %s: incomplete key", d.Key)
+		}
+		if !validState(d.State) {
+			return fmt.Errorf("destination %s: unknown state %q", d.Key, d.State)
+		}
+		for _, w := range []int{d.Weight, d.DefaultWeight, d.DefaultOverride, d.OverriddenConfig, d.RestoreWeight} {
+			if !validWeight(w) {
+				return fmt.Errorf("destination %s: weight %d out of range 0..%d", d.Key, w, ipvs.MaxWeight)
+			}
+		}
+		if d.CtrlSet && (math.IsNaN(d.Ctrl) || d.Ctrl < 0 || d.Ctrl > ipvs.MaxWeight) {
+			return fmt.Errorf("destination %s: controller weight %v out of range", d.Key, d.Ctrl)
+		}
+		if d.Ramping && d.RampElapsed < 0 {
+			return fmt.Errorf("destination %s: negative slow-start time", d.Key)
+		}
+	}
+	for _, e := range m.Edits {
+		if !e.Key.Dest.IsValid() || !validWeight(e.Weight) {
+			return fmt.Errorf("edit %s: invalid", e.Key)
+		}
+	}
+	for _, a := range m.Acks {
+		if !ValidSender(a.Peer) {
+			return fmt.Errorf("ack for invalid peer id %q", a.Peer)
+		}
+	}
+	return nil
+}
+
+// Frame layout (all integers big-endian):
+//
+//	0   4  magic "LVSY"
+//	4   2  version
+//	6   8  epoch
+//	14  8  sequence
+//	22  8  sent time, Unix nanoseconds
+//	30  1  sender id length n
+//	31  n  sender id
+//	..     payload: JSON (wirePayload)
+//	-32 32 HMAC-SHA256 over every preceding byte
+//
+// On a stream each frame is preceded by its length as a 4-byte big-endian
+// integer.
+const (
+	magic      = "LVSY"
+	headerLen  = 31
+	macLen     = 32
+	minFrame   = headerLen + 1 + macLen
+	prefixSize = 4
+)
+
+type wirePayload struct {
+	Writer   bool          `json:"writer,omitempty"`
+	Services []wireService `json:"services,omitempty"`
+	Edits    []wireEdit    `json:"edits,omitempty"`
+	Acks     []wireAck     `json:"acks,omitempty"`
+}
+
+type wireService struct {
+	Service string     `json:"svc"`
+	Dests   []wireDest `json:"dests"`
+}
+
+type wireDest struct {
+	Addr             string   `json:"a"`
+	State            string   `json:"s"`
+	Weight           int      `json:"w"`
+	DefaultWeight    int      `json:"d,omitempty"`
+	DefaultOverride  int      `json:"o,omitempty"`
+	OverriddenConfig int      `json:"oc,omitempty"`
+	RestoreWeight    int      `json:"r,omitempty"`
+	Ctrl             *float64 `json:"c,omitempty"`
+	RampNanos        *int64   `json:"ramp,omitempty"`
+}
+
+type wireEdit struct {
+	Epoch   uint64 `json:"e"`
+	ID      uint64 `json:"i"`
+	Service string `json:"svc"`
+	Addr    string `json:"a"`
+	Weight  int    `json:"w"`
+}
+
+type wireAck struct {
+	Peer  string `json:"peer"`
+	Epoch uint64 `json:"e"`
+	ID    uint64 `json:"i"`
+}
+
+// encodePayload returns the JSON payload of m, destinations grouped by
+// service and sorted, so that equal states encode to equal bytes.
+func encodePayload(m *Message) ([]byte, error) {
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	dests := slices.Clone(m.Snapshot.Dests)
+	slices.SortFunc(dests, func(a, b DestState) int { return compareKeys(a.Key, b.Key) })
+	p := wirePayload{Writer: m.Writer}
+	for i, d := range dests {
+		if i == 0 || d.Key.Service != dests[i-1].Key.Service {
+			p.Services = append(p.Services, wireService{Service: d.Key.Service.String()})
+		}
+		w := wireDest{
+			Addr: d.Key.Dest.String(), State: d.State, Weight: d.Weight, DefaultWeight: d.DefaultWeight,
+			DefaultOverride: d.DefaultOverride, OverriddenConfig: d.OverriddenConfig, RestoreWeight: d.RestoreWeight,
+		}
+		if d.CtrlSet {
+			c := d.Ctrl
+			w.Ctrl = &c
+		}
+		if d.Ramping {
+			r := int64(d.RampElapsed)
+			w.RampNanos = &r
+		}
+		s := &p.Services[len(p.Services)-1]
+		s.Dests = append(s.Dests, w)
+	}
+	for _, e := range m.Edits {
+		p.Edits = append(p.Edits, wireEdit{Epoch: e.Pos.Epoch, ID: e.Pos.ID, Service: e.Key.Service.String(), Addr: e.Key.Dest.String(), Weight: e.Weight})
+	}
+	for _, a := range m.Acks {
+		p.Acks = append(p.Acks, wireAck{Peer: a.Peer, Epoch: a.Pos.Epoch, ID: a.Pos.ID})
+	}
+	return json.Marshal(p)
+}
+
+// decodePayload fills m's content from a JSON payload. Unknown JSON fields
+// are ignored (a newer peer may add optional fields); everything present
+// is checked.
+func decodePayload(data []byte, m *Message) error {
+	var p wirePayload
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	m.Writer = p.Writer
+	n := 0
+	for _, s := range p.Services {
+		n += len(s.Dests)
+	}
+	m.Snapshot.Dests = make([]DestState, 0, n)
+	for _, s := range p.Services {
+		svc, err := ipvs.ParseServiceKey(s.Service)
+		if err != nil {
+			return err
+		}
+		for _, w := range s.Dests {
+			addr, err := netip.ParseAddrPort(w.Addr)
+			if err != nil {
+				return fmt.Errorf("destination %q: %w", w.Addr, err)
+			}
+			d := DestState{
+				Key: DestKey{Service: svc, Dest: addr}, State: w.State, Weight: w.Weight, DefaultWeight: w.DefaultWeight,
+				DefaultOverride: w.DefaultOverride, OverriddenConfig: w.OverriddenConfig, RestoreWeight: w.RestoreWeight,
+			}
+			if w.Ctrl != nil {
+				d.Ctrl, d.CtrlSet = *w.Ctrl, true
+			}
+			if w.RampNanos != nil {
+				d.RampElapsed, d.Ramping = time.Duration(*w.RampNanos), true
+			}
+			m.Snapshot.Dests = append(m.Snapshot.Dests, d)
+		}
+	}
+	for _, w := range p.Edits {
+		svc, err := ipvs.ParseServiceKey(w.Service)
+		if err != nil {
+			return err
+		}
+		addr, err := netip.ParseAddrPort(w.Addr)
+		if err != nil {
+			return fmt.Errorf("edit %q: %w", w.Addr, err)
+		}
+		m.Edits = append(m.Edits, Edit{Pos: EditPos{Epoch: w.Epoch, ID: w.ID}, Key: DestKey{Service: svc, Dest: addr}, Weight: w.Weight})
+	}
+	for _, w := range p.Acks {
+		m.Acks = append(m.Acks, Ack{Peer: w.Peer, Pos: EditPos{Epoch: w.Epoch, ID: w.ID}})
+	}
+	return m.validate()
+}
+
+// appendHeader appends the frame header of m to b.
+func appendHeader(b []byte, m *Message) []byte {
+	b = append(b, magic...)
+	b = binary.BigEndian.AppendUint16(b, m.Version)
+	b = binary.BigEndian.AppendUint64(b, m.Epoch)
+	b = binary.BigEndian.AppendUint64(b, m.Seq)
+	b = binary.BigEndian.AppendUint64(b, uint64(m.SentAt.UnixNano()))
+	b = append(b, byte(len(m.Sender)))
+	return append(b, m.Sender...)
+}
+
+// frameParts is a frame split into its parts, not yet authenticated.
+type frameParts struct {
+	version uint16
+	epoch   uint64
+	seq     uint64
+	sent    int64
+	sender  string
+	signed  []byte // every byte the MAC covers
+	payload []byte
+	mac     []byte
+}
+
+// splitFrame parses a frame's structure. It checks only what is needed to
+// find the MAC; nothing in the result is trustworthy until the MAC is.
+func splitFrame(f []byte) (frameParts, error) {
+	if len(f) < minFrame {
+		return frameParts{}, fmt.Errorf("%w: %d bytes, a frame has at least %d", ErrTruncated, len(f), minFrame)
+	}
+	if !bytes.Equal(f[:4], []byte(magic)) {
+		return frameParts{}, fmt.Errorf("%w: bad magic", ErrMalformed)
+	}
+	p := frameParts{
+		version: binary.BigEndian.Uint16(f[4:6]),
+		epoch:   binary.BigEndian.Uint64(f[6:14]),
+		seq:     binary.BigEndian.Uint64(f[14:22]),
+		sent:    int64(binary.BigEndian.Uint64(f[22:30])),
+	}
+	n := int(f[30])
+	if n == 0 || n > MaxSenderLen {
+		return frameParts{}, fmt.Errorf("%w: sender id length %d", ErrMalformed, n)
+	}
+	if headerLen+n+macLen > len(f) {
+		return frameParts{}, fmt.Errorf("%w: sender id runs past the end", ErrTruncated)
+	}
+	p.sender = string(f[headerLen : headerLen+n])
+	end := len(f) - macLen
+	p.signed = f[:end]
+	p.payload = f[headerLen+n : end]
+	p.mac = f[end:]
+	return p, nil
+}

@@ -1,0 +1,143 @@
+package scheduler
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSealVerifyRoundTrip(t *testing.T) {
+	k := testKey(t, 1)
+	sent := time.Unix(1700000000, 123456789)
+	in := Message{
+		Sender: "dir-a", Epoch: 7, Seq: 42, SentAt: sent, Writer: true,
+		Snapshot: sampleSnapshot(),
+		Edits:    []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0}},
+		Acks:     []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
+	}
+	frame, err := Seal(k, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := NewVerifier(VerifierConfig{Key: k, Self: "dir-b"})
+	out, err := v.Verify(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Version = Version
+	// The snapshot comes back sorted by key; sampleSnapshot is not.
+	want := in
+	want.Snapshot = Snapshot{Dests: sortedDests(in.Snapshot.Dests)}
+	if !out.SentAt.Equal(want.SentAt) {
+		t.Errorf("SentAt %v, want %v", out.SentAt, want.SentAt)
+	}
+	out.SentAt = want.SentAt
+	if !reflect.DeepEqual(out, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", out, want)
+	}
+	if got := v.Counters().Accepted(); got != 1 {
+		t.Errorf("accepted = %d", got)
+	}
+}
+
+func sortedDests(d []DestState) []DestState {
+	out := slices.Clone(d)
+	slices.SortFunc(out, func(a, b DestState) int { return compareKeys(a.Key, b.Key) })
+	return out
+}
+
+func TestEncodingIsDeterministic(t *testing.T) {
+	k := testKey(t, 1)
+	a := Message{Sender: "a", Epoch: 1, Seq: 1, SentAt: time.Unix(1, 0), Snapshot: sampleSnapshot()}
+	b := a
+	b.Snapshot = Snapshot{Dests: sortedDests(a.Snapshot.Dests)}
+	fa, _ := Seal(k, a)
+	fb, _ := Seal(k, b)
+	if !bytes.Equal(fa, fb) {
+		t.Error("the same state in another order encodes differently")
+	}
+}
+
+func TestSealRefusesInvalidMessages(t *testing.T) {
+	k := testKey(t, 1)
+	good := sampleSnapshot().Dests[0]
+	cases := map[string]Message{
+		"empty sender":     {Sender: ""},
+		"bad sender":       {Sender: "a b"},
+		"long sender":      {Sender: string(bytes.Repeat([]byte("x"), 65))},
+		"unknown state":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: "maintenance"}}}},
+		"negative weight":  {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: -1}}}},
+		"weight too large": {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
+		"duplicate":        {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},
+		"no dest addr":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: DestKey{Service: svcWeb}, State: StateManaged}}}},
+		"negative ctrl":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Ctrl: -1, CtrlSet: true}}}},
+		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Ramping: true, RampElapsed: -1}}}},
+		"bad ack peer":     {Sender: "a", Acks: []Ack{{Peer: ""}}},
+		"bad edit weight":  {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
+	}
+	for name, m := range cases {
+		if _, err := Seal(k, m); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// bigSnapshot returns n managed destinations spread over services of 100.
+func bigSnapshot(n int) Snapshot {
+	var s Snapshot
+	for i := range n {
+		svc := svcWeb
+		svc.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i / 100 / 250)}), uint16(1000+i/100))
+		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 8080)
+		s.Dests = append(s.Dests, DestState{
+			Key: DestKey{Service: svc, Dest: dst}, State: StateManaged, Weight: 100 + i%50, DefaultWeight: 100,
+			Ctrl: 100.123456789 + float64(i%50), CtrlSet: true,
+		})
+	}
+	return s
+}
+
+func TestFrameSizeBound(t *testing.T) {
+	k := testKey(t, 1)
+	small, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDest := float64(len(small)) / 1000
+	capacity := int(float64(MaxFrameSize) / perDest)
+	t.Logf("frame: %.0f bytes per managed destination; MaxFrameSize %d holds about %d destinations", perDest, MaxFrameSize, capacity)
+	if capacity < 20000 {
+		t.Errorf("the frame bound holds only %d destinations", capacity)
+	}
+	if _, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(capacity * 2)}); !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("oversized snapshot: err = %v, want ErrInvalid and ErrTooLarge", err)
+	}
+}
+
+func BenchmarkSeal10k(b *testing.B) {
+	k := testKey(b, 1)
+	m := Message{Sender: "a", Snapshot: bigSnapshot(10000)}
+	for b.Loop() {
+		if _, err := Seal(k, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerify10k(b *testing.B) {
+	k := testKey(b, 1)
+	frame, err := Seal(k, Message{Sender: "a", Seq: 1, Snapshot: bigSnapshot(10000)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		v, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
+		if _, err := v.Verify(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
