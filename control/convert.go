@@ -184,9 +184,17 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) Explanati
 			case !d.Wrote:
 				f.KernelBefore = d.KernelWeight
 			default:
+				// The weight the last cycle left, or, in the first cycle a
+				// destination is seen, the kernel weight the controller
+				// started from.
 				s.mu.Lock()
-				if w, ok := s.weights[d.Key]; ok && s.weightSeen.Equal(st.LastCycle.Start) && w.prevOK {
-					f.KernelBefore = w.prev
+				if w, ok := s.weights[d.Key]; ok && s.weightSeen.Equal(st.LastCycle.Start) {
+					switch {
+					case w.prevOK:
+						f.KernelBefore = w.prev
+					case w.first == w.cycle && !w.unknown && d.ControllerBefore == math.Trunc(d.ControllerBefore):
+						f.KernelBefore = int(d.ControllerBefore)
+					}
 				}
 				s.mu.Unlock()
 			}

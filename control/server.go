@@ -78,7 +78,9 @@ type weightAfter struct {
 	cur, prev int
 	prevOK    bool
 	curSet    bool
-	cycle     int // the cycle (count of ObserveCycle calls) cur is from
+	cycle     int  // the cycle (count of ObserveCycle calls) cur is from
+	first     int  // the cycle the destination was first seen in
+	unknown   bool // an operator request changed the weight between cycles
 }
 
 // Listen creates the control socket (see the package documentation for its
@@ -147,9 +149,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // ObserveCycle records what the status needs from each cycle and the
 // monitor does not keep: when each server's agent last answered, and the
-// kernel weight each cycle started from. Call it after every cycle (the
-// afterCycle of monitor.Run); without it the status derives these from the
-// cycles it happens to see.
+// kernel weight each cycle started from. Call it after every cycle from
+// the first (the afterCycle of monitor.Run); without it the status derives
+// the agent figures from the cycles it happens to see, and explain may not
+// know the kernel weight a write replaced.
 func (s *Server) ObserveCycle(rep monitor.CycleReport) {
 	s.observe(rep, true)
 }
@@ -176,7 +179,10 @@ func (s *Server) observe(rep monitor.CycleReport, everyCycle bool) {
 	s.weightSeen = rep.Start
 	s.cycles++
 	for _, d := range rep.Dests {
-		w := s.weights[d.Key]
+		w, seen := s.weights[d.Key]
+		if !seen {
+			w.first = s.cycles
+		}
 		w.prev, w.prevOK = w.cur, w.curSet && w.cycle == s.cycles-1
 		w.cur, w.curSet, w.cycle = d.KernelWeight, true, s.cycles
 		s.weights[d.Key] = w
@@ -188,7 +194,10 @@ func (s *Server) observe(rep monitor.CycleReport, everyCycle bool) {
 func (s *Server) forgetWeight(k monitor.DestKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.weights, k)
+	if w, ok := s.weights[k]; ok {
+		w.curSet, w.prevOK, w.unknown = false, false, true
+		s.weights[k] = w
+	}
 }
 
 // Handler returns the protocol's HTTP handler.

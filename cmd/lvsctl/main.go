@@ -72,6 +72,7 @@ type cli struct {
 	stdout, stderr io.Writer
 	poll           time.Duration // drain --wait polling period
 	now            func() time.Time
+	loc            *time.Location // times are shown in it (nil: local time)
 
 	socket  string
 	config  string
@@ -189,6 +190,13 @@ func (c *cli) fail(err error) int {
 	return exitFailed
 }
 
+func (c *cli) location() *time.Location {
+	if c.loc == nil {
+		return time.Local
+	}
+	return c.loc
+}
+
 func outputFlag(fs *flag.FlagSet) *string {
 	return fs.String("o", "table", "output `format`: table or json")
 }
@@ -226,7 +234,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if *out == "json" {
 		return c.printJSON(st)
 	}
-	printStatus(c.stdout, st)
+	printStatus(c.stdout, st, c.location())
 	return exitOK
 }
 
@@ -274,20 +282,24 @@ func f3(p *float64) string {
 	return fmt.Sprintf("%.3f", *p)
 }
 
-func printStatus(w io.Writer, st control.Status) {
+func printStatus(w io.Writer, st control.Status, loc *time.Location) {
 	if st.Cycle == nil {
 		fmt.Fprintf(w, "lvs-monitor: no cycle completed yet (interval %gs)\n", st.Config.IntervalSeconds)
 	} else {
 		fmt.Fprintf(w, "lvs-monitor: last cycle %s (%s ago, took %s, weights written: %d), interval %gs\n",
-			st.Cycle.Start.Local().Format("15:04:05"), ago(st.Now.Sub(st.Cycle.Start)),
+			st.Cycle.Start.In(loc).Format("15:04:05"), ago(st.Now.Sub(st.Cycle.Start)),
 			time.Duration(st.Cycle.DurationSeconds*float64(time.Second)).Round(time.Microsecond), st.Cycle.Writes, st.Config.IntervalSeconds)
 	}
 	switch {
 	case !st.Reload.OK:
+		at := "?"
+		if st.Reload.At != nil {
+			at = st.Reload.At.In(loc).Format("15:04:05")
+		}
 		fmt.Fprintf(w, "config: LAST RELOAD FAILED at %s; the earlier configuration is still running:\n  %s\n",
-			st.Reload.At.Local().Format("15:04:05"), strings.ReplaceAll(st.Reload.Error, "\n", "\n  "))
+			at, strings.ReplaceAll(st.Reload.Error, "\n", "\n  "))
 	case st.Reload.At != nil:
-		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.Local().Format("15:04:05"))
+		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.In(loc).Format("15:04:05"))
 	}
 	below, managed := 0, 0
 	for _, svc := range st.Services {
@@ -477,12 +489,12 @@ func (c *cli) explain(ctx context.Context, args []string) int {
 	if *out == "json" {
 		return c.printJSON(e)
 	}
-	printExplanation(c.stdout, e)
+	printExplanation(c.stdout, e, c.location())
 	return exitOK
 }
 
-func printExplanation(w io.Writer, e control.Explanation) {
-	fmt.Fprintf(w, "%s in %s, cycle at %s\n", e.Server, e.Service, e.CycleStart.Local().Format("15:04:05"))
+func printExplanation(w io.Writer, e control.Explanation, loc *time.Location) {
+	fmt.Fprintf(w, "%s in %s, cycle at %s\n", e.Server, e.Service, e.CycleStart.In(loc).Format("15:04:05"))
 	fmt.Fprintf(w, "state %s (%s), kernel weight %d, default weight %d\n\n", e.State, e.Ownership, e.KernelWeight, e.DefaultWeight)
 
 	sumDirector := 0.0

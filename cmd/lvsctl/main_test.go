@@ -47,8 +47,14 @@ func (s *syncBuffer) String() string {
 // lvsctl runs the command against the rig's socket.
 func lvsctl(t *testing.T, r *controltest.Rig, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return lvsctlIn(t, r, nil, args...)
+}
+
+// lvsctlIn is lvsctl showing times in loc.
+func lvsctlIn(t *testing.T, r *controltest.Rig, loc *time.Location, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb syncBuffer
-	c := &cli{stdout: &out, stderr: &errb, poll: 20 * time.Millisecond, now: time.Now}
+	c := &cli{stdout: &out, stderr: &errb, poll: 20 * time.Millisecond, now: time.Now, loc: loc}
 	if r != nil {
 		args = append([]string{"-socket", r.Socket}, args...)
 	}

@@ -264,6 +264,13 @@ func (a *Agents) Set(rs netip.AddrPort, l Load) {
 	a.reports[AgentOf(rs)] = rep
 }
 
+// SetReport makes rs's agent report rep as it is.
+func (a *Agents) SetReport(rs netip.AddrPort, rep agent.Report) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reports[AgentOf(rs)] = rep
+}
+
 // Fail makes rs's agent stop answering.
 func (a *Agents) Fail(rs netip.AddrPort) {
 	a.mu.Lock()
