@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"lvs-feedback/monitor"
+)
+
+// configKeys returns every key monitor.Config accepts, dotted
+// ("service.probe.type"), from its toml tags, and the tables
+// ("coefficients", "service.server").
+func configKeys() (leaves, tables []string) {
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("toml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			key := prefix + tag
+			ft := f.Type
+			if ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[monitor.Config]().PkgPath() {
+				tables = append(tables, key)
+				walk(ft, key+".")
+				continue
+			}
+			leaves = append(leaves, key)
+		}
+	}
+	walk(reflect.TypeFor[monitor.Config](), "")
+	return leaves, tables
+}
+
+func readDoc(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// docTableKeys returns the keys in the first column of the key table of
+// configuration.md.
+func docTableKeys(doc string) map[string]bool {
+	keys := map[string]bool{}
+	re := regexp.MustCompile("^\\| `([a-z_.]+)` \\|")
+	for _, line := range strings.Split(doc, "\n") {
+		if m := re.FindStringSubmatch(line); m != nil {
+			keys[m[1]] = true
+		}
+	}
+	return keys
+}
+
+// exampleKeys returns the dotted keys assigned in the example file,
+// commented-out assignments included, each under the table it appears in.
+func exampleKeys(t *testing.T, text string) (assigned map[string]bool, tables map[string]bool) {
+	assigned, tables = map[string]bool{}, map[string]bool{}
+	header := regexp.MustCompile(`^\[\[?([a-z_.]+)\]\]?`)
+	assign := regexp.MustCompile(`^#?\s*([a-z_]+)\s*=`)
+	table := ""
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := header.FindStringSubmatch(line); m != nil {
+			table = m[1]
+			tables[table] = true
+			continue
+		}
+		if m := assign.FindStringSubmatch(line); m != nil {
+			key := m[1]
+			if table != "" {
+				key = table + "." + key
+			}
+			assigned[key] = true
+		}
+	}
+	return assigned, tables
+}
+
+func TestConfigurationDocMatchesCode(t *testing.T) {
+	leaves, tables := configKeys()
+	if len(leaves) < 30 {
+		t.Fatalf("found only %d keys in monitor.Config: %v", len(leaves), leaves)
+	}
+	doc := readDoc(t, "../../docs/configuration.md")
+	inDoc := docTableKeys(doc)
+	example := readDoc(t, "../../docs/examples/lvs-monitor.toml")
+	inExample, exampleTables := exampleKeys(t, example)
+	real := map[string]bool{}
+	for _, k := range leaves {
+		real[k] = true
+		if !inDoc[k] {
+			t.Errorf("docs/configuration.md: key %s is not in the key table", k)
+		}
+		if !inExample[k] {
+			t.Errorf("docs/examples/lvs-monitor.toml: key %s is not shown", k)
+		}
+	}
+	for k := range inDoc {
+		if !real[k] {
+			t.Errorf("docs/configuration.md documents %s, which the configuration does not accept", k)
+		}
+	}
+	for _, tb := range tables {
+		if !strings.Contains(doc, "["+tb+"]") {
+			t.Errorf("docs/configuration.md does not show the table [%s]", tb)
+		}
+		if !exampleTables[tb] {
+			t.Errorf("docs/examples/lvs-monitor.toml does not show the table [%s]", tb)
+		}
+	}
+	// The example parses, and every uncommented key in it is real (the
+	// parser refuses unknown keys).
+	if _, err := monitor.ParseConfig("lvs-monitor.toml", []byte(example)); err != nil {
+		t.Errorf("the example does not parse: %v", err)
+	}
+}
+
+var metricName = regexp.MustCompile(`\b(lvs_monitor_[a-z_]+)`)
+
+// baseName strips the suffixes a histogram's or counter's series add.
+func baseName(n string, families map[string]*dto.MetricFamily) string {
+	for _, suf := range []string{"_bucket", "_count", "_sum"} {
+		if b, ok := strings.CutSuffix(n, suf); ok && families[b] != nil && families[b].GetType() == dto.MetricType_HISTOGRAM {
+			return b
+		}
+	}
+	return n
+}
+
+func lvsFamilies(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	r := metricsRig(t)
+	mfs, err := r.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "lvs_monitor_") {
+			fams[mf.GetName()] = mf
+		}
+	}
+	return fams
+}
+
+func TestMetricsDocMatchesCode(t *testing.T) {
+	fams := lvsFamilies(t)
+	if len(fams) < 15 {
+		t.Fatalf("only %d lvs_monitor_ families gathered", len(fams))
+	}
+	doc := readDoc(t, "../../docs/metrics.md")
+	for name, mf := range fams {
+		row := regexp.MustCompile("(?m)^\\| `" + name + "` \\| (\\w+) \\|.*$").FindStringSubmatch(doc)
+		if row == nil {
+			t.Errorf("docs/metrics.md has no row for %s", name)
+			continue
+		}
+		if want := strings.ToLower(mf.GetType().String()); row[1] != want {
+			t.Errorf("docs/metrics.md: %s is a %s, the doc says %s", name, want, row[1])
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !strings.Contains(row[0], "`"+l.GetName()+"`") {
+					t.Errorf("docs/metrics.md: the row of %s does not name its label %s", name, l.GetName())
+				}
+			}
+		}
+	}
+	for _, n := range metricName.FindAllString(doc, -1) {
+		if fams[baseName(n, fams)] == nil {
+			t.Errorf("docs/metrics.md mentions %s, which lvs-monitor does not export", n)
+		}
+	}
+}
+
+func TestGrafanaDashboardUsesRealSeries(t *testing.T) {
+	fams := lvsFamilies(t)
+	data := readDoc(t, "../../docs/grafana-dashboard.json")
+	var dash map[string]any
+	if err := json.Unmarshal([]byte(data), &dash); err != nil {
+		t.Fatalf("docs/grafana-dashboard.json: %v", err)
+	}
+	used := map[string]bool{}
+	for _, n := range metricName.FindAllString(data, -1) {
+		b := baseName(n, fams)
+		used[b] = true
+		if fams[b] == nil {
+			t.Errorf("the dashboard queries %s, which lvs-monitor does not export", n)
+		}
+	}
+	var unused []string
+	for name := range fams {
+		if !used[name] {
+			unused = append(unused, name)
+		}
+	}
+	sort.Strings(unused)
+	if len(unused) > 0 {
+		t.Errorf("series not on the dashboard: %v", unused)
+	}
+}
+
+// Every PromQL expression of the dashboard and of the alert rules in
+// docs/metrics.md parses: promtool checks them as a rule file.
+func TestPromQLInDocsParses(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed (apt-get install --no-install-recommends prometheus)")
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Annotations struct{ List []struct{ Expr string } }
+	}
+	if err := json.Unmarshal([]byte(readDoc(t, "../../docs/grafana-dashboard.json")), &dash); err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*", "$service", ".*", "$server", ".*", "$job", ".*")
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	n := 0
+	add := func(expr string) {
+		n++
+		q, _ := json.Marshal(vars.Replace(expr)) // a JSON string is a YAML string
+		fmt.Fprintf(&rules, "      - record: dashboard:expr%d\n        expr: %s\n", n, q)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			add(tg.Expr)
+		}
+	}
+	for _, a := range dash.Annotations.List {
+		add(a.Expr)
+	}
+	dir := t.TempDir()
+	files := []string{filepath.Join(dir, "dashboard.yml"), filepath.Join(dir, "alerts.yml")}
+	if err := os.WriteFile(files[0], []byte(rules.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile("(?s)```yaml\n(groups:.*?)```").FindStringSubmatch(readDoc(t, "../../docs/metrics.md"))
+	if alerts == nil {
+		t.Fatal("docs/metrics.md has no alert rules")
+	}
+	if err := os.WriteFile(files[1], []byte(alerts[1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(promtool, append([]string{"check", "rules"}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	if n < 20 {
+		t.Errorf("only %d expressions in the dashboard", n)
+	}
+}
