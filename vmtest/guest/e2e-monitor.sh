@@ -1,0 +1,333 @@
+# Guest end-to-end test: lvs-monitor and lvs-agent on real IPVS (issue 3 §3).
+#
+# make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
+# rs1..rs3. Each real server runs a busybox httpd inside its own cgroup v2
+# group /sys/fs/cgroup/rsI (cpu.max = 0.3 CPU) and an lvs-agent measuring that
+# group (-source cgroup:...), so each server has its own genuine CPU load even
+# though the namespaces share one /proc/stat. A client fetches the VIP in a
+# bounded loop (each answer names the server); lvs-monitor runs in the
+# director namespace with a 1 s interval. Assertions, on the kernel's table
+# (ipvsadm -Ln in the director):
+#   a. a CPU hog in rs2's group lowers rs2's weight below the others, and
+#      rs2's share of the client's new connections falls;
+#   b. an operator drain (ipvsadm -e ... -w 0) of rs1 stays 0 for several
+#      monitor cycles, also across a monitor restart on the same state_dir,
+#      and the undrain (ipvsadm -e ... -w 5) is picked up and managed again;
+#   c. stopping rs3's httpd brings its weight to 0, starting it again
+#      restores a non-zero weight;
+#   d. the last "weight changed" each server got in the monitor's logs is the
+#      weight ipvsadm -Ln shows at the end.
+# docs/testing-kernel.md lists, for each, a change that makes it fail.
+set -u
+. "${VMTEST_LIB:-/vmtest}/topology.sh"
+
+W=/tmp/e2e       # logs, config, web roots
+STATE=/run/e2e-state
+CTL=/run/e2e-monitor # private directory for the control socket
+CG=/sys/fs/cgroup
+SVC=$TOPO_VIP:80
+QUOTA=${E2E_QUOTA:-30000 100000} # cpu.max of each real server's group
+CYCLES=${E2E_CYCLES:-4}          # monitor cycles a drain must survive (each side of the restart)
+MONPID=
+
+rs() { echo "$(topo_rs_ip "$1"):80"; } # rs I -> RIP:80 as in ipvsadm -Ln
+now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
+say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+cleanup() {
+	[ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
+	touch "$W/stop" 2>/dev/null
+	destroy_topology
+	for i in 1 2 3; do
+		[ -d "$CG/rs$i" ] || continue
+		echo 1 >"$CG/rs$i/cgroup.kill" 2>/dev/null
+	done
+	sleep 0.3
+	for i in 1 2 3; do rmdir "$CG/rs$i" 2>/dev/null; done
+}
+
+fail() {
+	echo "FAIL: $*"
+	echo "--- director: ipvsadm -Ln --stats"
+	in_ns director ipvsadm -Ln --stats
+	echo "--- director: ipvsadm -Ln"
+	in_ns director ipvsadm -Ln
+	for f in monitor1 monitor2; do
+		[ -s "$W/$f.log" ] || continue
+		echo "--- $f.log (last 40 lines)"
+		tail -n 40 "$W/$f.log"
+	done
+	for i in 1 2 3; do
+		echo "--- agent rs$i: $(tail -n 2 "$W/agent$i.log" 2>/dev/null | tr '\n' ' ')"
+		echo "--- rs$i cpu.stat: $(tr '\n' ' ' <"$CG/rs$i/cpu.stat" 2>/dev/null)"
+	done
+	echo "--- client answers: $(sort "$W/hits" 2>/dev/null | uniq -c | tr '\n' ' ')"
+	cleanup
+	exit 1
+}
+
+run() { "$@" || fail "command failed: $*"; }
+
+# wait_until SECONDS WHAT CMD...: run CMD every 0.5 s until it succeeds;
+# fail after SECONDS.
+wait_until() {
+	_secs=$1
+	_deadline=$(($(now) + _secs))
+	_what=$2
+	shift 2
+	while ! "$@"; do
+		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
+		sleep 0.5
+	done
+}
+
+# read_weights: sets w1 w2 w3 to the kernel weights of rs1..rs3 ("" if absent).
+read_weights() {
+	eval "$(in_ns director ipvsadm -Ln -t "$SVC" | awk -v a1="$(rs 1)" -v a2="$(rs 2)" -v a3="$(rs 3)" '
+		$1 == "->" && $2 == a1 { w1 = $4 }
+		$1 == "->" && $2 == a2 { w2 = $4 }
+		$1 == "->" && $2 == a3 { w3 = $4 }
+		END { printf "w1=%s w2=%s w3=%s\n", w1, w2, w3 }')"
+}
+show_weights() { read_weights; say "kernel weights: rs1=$w1 rs2=$w2 rs3=$w3 ${1:-}"; }
+
+# in_cg I CMD... &: run CMD in rsI's network namespace and cgroup. Only in
+# the background: it execs, so that $! is CMD's pid (a backgrounded function
+# is a subshell, and dash would otherwise leave CMD as its child).
+in_cg() {
+	_i=$1
+	shift
+	exec sh -c 'echo $$ >"$0" && exec "$@"' "$CG/rs$_i/cgroup.procs" ip netns exec "rs$_i" "$@"
+}
+start_httpd() { # start_httpd I: busybox httpd on :80 in rsI's group; pid in $W/httpdI.pid
+	in_cg "$1" httpd -f -v -p 80 -h "$W/www$1" 2>>"$W/httpd$1.log" &
+	echo $! >"$W/httpd$1.pid"
+}
+answers() { [ "$(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip "$1")/" 2>/dev/null)" = "rs$1" ]; }
+# probes I: how many requests rsI's httpd got from the director (the
+# monitor's probes: one per cycle while the server is not drained).
+probes() { grep -c "10\.1\.$1\.1\]:" "$W/httpd$1.log"; }
+hits() { wc -l <"$W/hits"; }
+# share FROM TO NAME: "N/M" = answers by NAME among client answers FROM+1..TO.
+share() { sed -n "$(($1 + 1)),$2p" "$W/hits" | awk -v n="$3" '$1 == n { k++ } END { printf "%d/%d\n", k, NR }'; }
+start_monitor() { # start_monitor LOGNAME
+	ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/$1.log" &
+	MONPID=$!
+	wait_until 20 "lvs-monitor ($1) started" grep -q 'msg="lvs-monitor started"' "$W/$1.log"
+}
+stop_monitor() { # stop_monitor TERM|KILL
+	kill -"$1" "$MONPID"
+	wait "$MONPID"
+	_rc=$?
+	MONPID=
+	case $1/$_rc in TERM/0 | KILL/137) ;; *) fail "lvs-monitor exited with status $_rc on SIG$1" ;; esac
+}
+# weight_changes LOG...: "SERVER OLD NEW" per "weight changed" line, in order.
+weight_changes() {
+	cat "$@" | sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) .*/\1 \2 \3/p'
+}
+
+# --- setup -----------------------------------------------------------------
+t_start=$(now)
+destroy_topology
+rm -rf "$W" "$STATE" "$CTL"
+mkdir -p "$W" "$STATE"
+mkdir -m 700 "$CTL"
+run make_topology 3
+run sh -c "echo '+cpu +memory' >$CG/cgroup.subtree_control"
+for i in 1 2 3; do
+	run mkdir -p "$CG/rs$i" "$W/www$i"
+	run sh -c "echo '$QUOTA' >$CG/rs$i/cpu.max"
+	echo "rs$i" >"$W/www$i/index.html"
+	: >"$W/httpd$i.log"
+	start_httpd "$i"
+	# ip netns exec mounts a fresh /sys for the namespace, without the
+	# cgroup2 mount under it: mount it again (same hierarchy) for the agent.
+	ip netns exec "rs$i" sh -c 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec lvs-agent -listen :9771 -source "cgroup:/sys/fs/cgroup/rs$0"' "$i" 2>"$W/agent$i.log" &
+done
+for i in 1 2 3; do
+	wait_until 20 "rs$i's httpd answers" answers "$i"
+	wait_until 20 "rs$i's agent serves a load" sh -c "ip netns exec director timeout 3 wget -q -O - http://$(topo_rs_ip "$i"):9771/v1/load 2>/dev/null | grep -q '\"schema\":1'"
+done
+say "agent rs1: $(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip 1):9771/v1/load")"
+
+run in_ns director ipvsadm -A -t "$SVC" -s wrr
+for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w 10; done
+
+cat >"$W/monitor.toml" <<EOF
+interval = "1s"
+agent_timeout = "900ms"
+probe_timeout = "900ms"
+state_dir = "$STATE"
+metrics_listen = ""
+control_socket = "$CTL/control.sock"
+
+# CPU (usage over the group's quota) and runnable tasks per quota CPU carry
+# the hog; memory and disk are the guest's and say nothing about one server.
+[coefficients]
+input = 0.1
+cpu = 0.6
+memory = 0.0
+disk = 0.0
+response = 0.1
+process = 0.2
+
+[weight]
+gain = 5.0
+target = 0.95
+scale = 5
+min = 1
+threshold = 1
+
+[availability]
+freeze_share = 0.5
+agent_expiry = "30s"
+slow_start = "3s"
+slow_start_floor = 0.1
+
+[[service]]
+address = "$SVC/tcp"
+[service.probe]
+type = "http"
+path = "/"
+expect_status = 200
+reference = "100ms"
+EOF
+for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+run lvs-monitor -check -config "$W/monitor.toml"
+
+# The client: one new connection through the VIP every ~0.1 s (plus the
+# time wget takes), at most 3000,
+# until $W/stop exists. Each line of $W/hits is the answering server's name.
+: >"$W/hits"
+in_ns client sh -c '
+	i=0
+	while [ $i -lt 3000 ] && [ ! -e "$0/stop" ]; do
+		b=$(timeout 3 wget -q -O - "http://$1/" 2>/dev/null) || b=fail
+		echo "$b" >>"$0/hits"
+		i=$((i + 1))
+		sleep 0.1
+	done' "$W" "$TOPO_VIP" &
+wait_until 20 "the client gets answers through the VIP" sh -c "[ \$(grep -c '^rs' $W/hits) -ge 3 ]"
+say "setup done in $(($(now) - t_start)) s; client answers so far: $(sort "$W/hits" | uniq -c | tr '\n' ' ')"
+
+# --- a. a CPU hog in rs2's cgroup lowers rs2's weight ------------------------
+start_monitor monitor1
+wait_until 20 "the monitor adopted the three servers" sh -c "[ \$(grep -c 'reason=\"adopted at its kernel weight\"' $W/monitor1.log) -ge 3 ]"
+# Let it run a few cycles unloaded.
+sleep 2
+show_weights "(before the hog)"
+hits_hog=$(hits)
+log_hog=$(wc -l <"$W/monitor1.log")
+in_cg 2 sh -c 'while :; do :; done' &
+HOG=$!
+say "hog started in rs2's group (pid $HOG)"
+
+# rs2_below K: rs2's weight is not 0 (not down) and at most 1/K of rs1's
+# and rs3's.
+rs2_below() {
+	read_weights
+	[ -n "$w2" ] && [ "$w2" -gt 0 ] && [ $(($1 * w2)) -le "$w1" ] && [ $(($1 * w2)) -le "$w3" ]
+}
+wait_until 30 "rs2 (hogged) at most half of rs1's and rs3's weights" rs2_below 2
+show_weights "(rs2 hogged)"
+# ... and it is the load the monitor acted on: it lowered rs2 for its load
+# since the hog started.
+sed -n "$((log_hog + 1)),\$p" "$W/monitor1.log" | grep "msg=\"weight changed\" .* server=$(rs 2) .* reason=\"load" |
+	awk '{ o = $0; sub(/.* old=/, "", o); sub(/ .*/, "", o); n = $0; sub(/.* new=/, "", n); sub(/ .*/, "", n)
+		if (n + 0 < o + 0) { print; found = 1; exit } } END { exit !found }' ||
+	fail "a: the monitor did not lower rs2's weight for its load after the hog started"
+# rs2's share of new connections: before the hog (equal weights) vs. once
+# the monitor has cut rs2 to a tenth of the others.
+wait_until 30 "rs2 (hogged) at most a tenth of rs1's and rs3's weights" rs2_below 10
+show_weights "(rs2 cut)"
+hits_low=$(hits)
+wait_until 30 "20 more client connections" sh -c "[ \$(wc -l <$W/hits) -ge $((hits_low + 20)) ]"
+hits_end=$(hits)
+before=$(share 0 "$hits_hog" rs2)
+after=$(share "$hits_low" "$hits_end" rs2)
+say "rs2's share of new connections: $before before the hog, $after with it"
+# after/before must be below half: a_k*b_n*2 < b_k*a_n.
+[ $((${after%/*} * ${before#*/} * 2)) -lt $((${before%/*} * ${after#*/})) ] ||
+	fail "rs2's share of new connections did not fall below half: $before before the hog, $after with it"
+kill "$HOG"
+wait "$HOG" 2>/dev/null
+say "a: PASS (hog stopped)"
+
+# --- b. an operator drain is left alone, across a restart; undrain picked up --
+run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 1)" -m -w 0
+say "operator: ipvsadm -e -t $SVC -r $(rs 1) -m -w 0"
+# hold_drain LABEL: rs1 stays at 0 while the monitor runs $CYCLES cycles
+# (counted by its probes of rs3, one per cycle).
+hold_drain() {
+	_p0=$(probes 3)
+	_until=$(($(now) + 30))
+	while [ $(($(probes 3) - _p0)) -lt "$CYCLES" ]; do
+		read_weights
+		[ "$w1" = 0 ] || fail "b: drained rs1 has weight $w1 after $(($(probes 3) - _p0)) monitor cycles ($1)"
+		[ "$(now)" -lt "$_until" ] || fail "b: the monitor ran fewer than $CYCLES cycles in 30 s ($1)"
+		sleep 0.5
+	done
+	read_weights
+	[ "$w1" = 0 ] || fail "b: drained rs1 has weight $w1 ($1)"
+	say "rs1 still 0 after $(($(probes 3) - _p0)) monitor cycles ($1)"
+}
+hold_drain "first monitor"
+grep -q "msg=ownership .* server=$(rs 1) .*drained by operator" "$W/monitor1.log" ||
+	fail "b: the monitor did not log the drain of rs1"
+stop_monitor KILL
+say "monitor killed (SIGKILL); state file: $(cat "$STATE/state.json" 2>/dev/null | head -c 300)"
+start_monitor monitor2
+grep -q 'starting safe' "$W/monitor2.log" && fail "b: the restarted monitor did not load its state file"
+hold_drain "restarted monitor"
+run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 1)" -m -w 5
+say "operator: ipvsadm -e -t $SVC -r $(rs 1) -m -w 5"
+wait_until 15 "the monitor logs the undrain of rs1" grep -q "msg=ownership .* server=$(rs 1) .*reason=\"undrained by operator at weight 5" "$W/monitor2.log"
+grep "msg=ownership .* server=$(rs 1) " "$W/monitor2.log" | tail -n 1
+rs1_managed() {
+	read_weights
+	[ -n "$w1" ] && [ "$w1" -gt 0 ] && [ "$w1" != 5 ] &&
+		weight_changes "$W/monitor2.log" | grep -q "^$(rs 1) 5 [0-9]*$"
+}
+wait_until 20 "the monitor moves rs1's weight from the operator's 5" rs1_managed
+grep "msg=\"weight changed\" .* server=$(rs 1) " "$W/monitor2.log" | head -n 1
+show_weights "(rs1 undrained)"
+say "b: PASS"
+
+# --- c. a stopped httpd goes to 0, a restarted one comes back ------------------
+kill "$(cat "$W/httpd3.pid")"
+say "rs3's httpd stopped"
+rs3_zero() { read_weights; [ "$w3" = 0 ]; }
+wait_until 20 "rs3's weight 0 after its httpd stopped" rs3_zero
+show_weights "(rs3 down)"
+grep "msg=\"weight changed\" .* server=$(rs 3) .* new=0 " "$W/monitor2.log" | tail -n 1
+start_httpd 3
+say "rs3's httpd started again"
+rs3_back() { read_weights; [ -n "$w3" ] && [ "$w3" -gt 0 ]; }
+wait_until 20 "rs3's weight non-zero after its httpd came back" rs3_back
+show_weights "(rs3 back)"
+say "c: PASS"
+
+# --- d. ipvsadm agrees with what the monitor says it wrote --------------------
+sleep 2 # let rs3's slow start write a step or two more
+stop_monitor TERM
+read_weights
+say "kernel weights after the monitor stopped: rs1=$w1 rs2=$w2 rs3=$w3"
+weight_changes "$W/monitor1.log" "$W/monitor2.log" >"$W/changes"
+say "the monitor logged $(wc -l <"$W/changes") weight changes"
+for i in 1 2 3; do
+	eval "k=\$w$i"
+	last=$(awk -v a="$(rs "$i")" '$1 == a { n = $3 } END { print n }' "$W/changes")
+	[ -n "$last" ] || fail "d: the monitor never logged a weight change for rs$i"
+	[ "$last" = "$k" ] || fail "d: rs$i: the monitor last logged new=$last, ipvsadm -Ln shows $k"
+	say "rs$i: last logged new=$last = ipvsadm $k"
+done
+say "d: PASS"
+
+echo "--- what the monitor wrote (time server old->new reason)"
+cat "$W/monitor1.log" "$W/monitor2.log" | sed -n 's/^time=[^T]*T\([^ ]*\)Z .* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason=\("[^"]*"\).*/\1 \2 \3->\4 \5/p'
+echo "--- director: ipvsadm -Ln --stats"
+in_ns director ipvsadm -Ln --stats
+echo "--- client answers: $(sort "$W/hits" | uniq -c | tr '\n' ' ')"
+cleanup
+echo "PASS: e2e-monitor (a-d) in $(($(now) - t_start)) s"
