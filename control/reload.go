@@ -57,7 +57,8 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 			}
 		}
 		if old.Interval != cfg.Interval {
-			notes = append(notes, fmt.Sprintf("interval changed from %v to %v: the wait after the next cycle is the new one", old.Interval, cfg.Interval))
+			// monitor.Run sets its ticker once.
+			notes = append(notes, fmt.Sprintf("interval changed from %v to %v: the cycles keep their old pace until lvs-monitor restarts", old.Interval, cfg.Interval))
 		}
 		m.Reload(keep)
 		return notes, nil

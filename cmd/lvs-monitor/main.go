@@ -166,10 +166,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("lvs-monitor started", "config", *configPath, "services", len(cfg.Services), "interval", cfg.Interval,
 		"dry_run", *dryRun, "control_socket", cfg.ControlSocket)
-	runLoop(ctx, m, log, func(rep monitor.CycleReport, err error) {
+	code := 0
+	if err := m.Run(ctx, func(rep monitor.CycleReport, err error) {
 		ctl.ObserveCycle(rep)
 		n.cycleDone(rep, err)
-	})
+	}); err != nil {
+		log.Error("run", "error", err)
+		code = 1
+	}
 	n.send("STOPPING=1")
 	log.Info("lvs-monitor stopping")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -179,36 +183,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	shutdownHTTP(metricsSrv)
 	log.Info("lvs-monitor stopped")
-	return 0
-}
-
-// runLoop is monitor.Run, except that the wait between cycles follows the
-// running configuration's interval, so that a reload that changes it takes
-// effect (monitor.Run reads the interval once). A cycle that overruns the
-// interval delays the next one; ticks are not queued.
-func runLoop(ctx context.Context, m *monitor.Monitor, log *slog.Logger, afterCycle func(monitor.CycleReport, error)) {
-	interval := m.Status().Config.Interval
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		rep, err := m.Cycle(ctx)
-		if ctx.Err() != nil {
-			return // stopped during the cycle: it decided nothing
-		}
-		if err != nil {
-			log.Error("cycle", "error", err)
-		}
-		afterCycle(rep, err)
-		if now := m.Status().Config.Interval; now != interval {
-			interval = now
-			t.Reset(interval)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	return code
 }
 
 // newMetricsServer serves reg on /metrics with every timeout set: the
