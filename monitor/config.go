@@ -39,6 +39,7 @@ type Config struct {
 	Coefficients Coefficients    `toml:"coefficients"`
 	Weight       WeightParams    `toml:"weight"`
 	Availability Availability    `toml:"availability"`
+	Sync         SyncConfig      `toml:"sync"`
 	Services     []ServiceConfig `toml:"service"`
 }
 
@@ -86,6 +87,28 @@ type Availability struct {
 	SlowStart      time.Duration `toml:"slow_start"`
 	SlowStartFloor float64       `toml:"slow_start_floor"`
 }
+
+// SyncConfig makes this director one of a synchronised group
+// (docs/director-pair.md). Without an id the director runs alone.
+type SyncConfig struct {
+	ID      string       `toml:"id"`       // this director's id, unique in the group
+	Listen  string       `toml:"listen"`   // address the sync listener binds, HOST:PORT
+	KeyFile string       `toml:"key_file"` // shared HMAC key, mode 0600, ≥ 32 bytes
+	Role    string       `toml:"role"`     // "vip" (follow keepalived), "active" or "standby"
+	VIPs    []string     `toml:"vips"`     // role "vip": active while any is local; default: the services' VIPs
+	Peers   []PeerConfig `toml:"peer"`
+
+	VIPAddrs []netip.Addr `toml:"-"`
+}
+
+// PeerConfig is another director of the group.
+type PeerConfig struct {
+	ID      string `toml:"id"`
+	Address string `toml:"address"` // its sync listener, HOST:PORT
+}
+
+// Enabled reports whether the director is part of a synchronised group.
+func (s SyncConfig) Enabled() bool { return s.ID != "" }
 
 // ServiceConfig is one virtual service and the real servers the daemon
 // manages in it.
@@ -291,6 +314,8 @@ func (cfg *Config) check(name string, data []byte) error {
 		bad("availability.slow_start_floor", "must be above 0 and at most 1, got %v", av.SlowStartFloor)
 	}
 
+	cfg.checkSync(bad)
+
 	if len(cfg.Services) == 0 {
 		bad("service", "no [[service]] configured: nothing to manage")
 	}
@@ -358,6 +383,67 @@ func (cfg *Config) check(name string, data []byte) error {
 	return errors.Join(errs...)
 }
 
+// checkSync checks the [sync] section and fills VIPAddrs.
+func (cfg *Config) checkSync(bad func(key, format string, a ...any)) {
+	s := &cfg.Sync
+	if !s.Enabled() {
+		if s.Listen != "" || s.KeyFile != "" || len(s.Peers) > 0 || s.Role != "" || len(s.VIPs) > 0 {
+			bad("sync.id", "the [sync] section needs this director's id")
+		}
+		return
+	}
+	if s.Listen == "" {
+		bad("sync.listen", "must be HOST:PORT for the sync listener")
+	} else if _, port, err := net.SplitHostPort(s.Listen); err != nil || port == "" {
+		bad("sync.listen", "want HOST:PORT, got %q", s.Listen)
+	}
+	if !strings.HasPrefix(s.KeyFile, "/") {
+		bad("sync.key_file", "must be the absolute path of the shared key file, got %q", s.KeyFile)
+	}
+	switch s.Role {
+	case "":
+		s.Role = "vip"
+	case "vip", "active", "standby":
+	default:
+		bad("sync.role", "must be \"vip\", \"active\" or \"standby\", got %q", s.Role)
+	}
+	if len(s.Peers) == 0 {
+		bad("sync.peer", "a synchronised director needs at least one [[sync.peer]]")
+	}
+	ids := map[string]bool{s.ID: true}
+	for i, p := range s.Peers {
+		key := fmt.Sprintf("sync.peer[%d]", i)
+		if p.ID == "" || ids[p.ID] {
+			bad(key+".id", "must be a non-empty id, distinct from this director's and the other peers', got %q", p.ID)
+		}
+		ids[p.ID] = true
+		if _, port, err := net.SplitHostPort(p.Address); err != nil || port == "" {
+			bad(key+".address", "want HOST:PORT of the peer's sync listener, got %q", p.Address)
+		}
+	}
+	s.VIPAddrs = nil
+	for i, v := range s.VIPs {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			bad(fmt.Sprintf("sync.vips[%d]", i), "%v", err)
+			continue
+		}
+		s.VIPAddrs = append(s.VIPAddrs, a.Unmap())
+	}
+	if len(s.VIPs) == 0 {
+		seen := map[netip.Addr]bool{}
+		for _, svc := range cfg.Services {
+			if k, err := ipvs.ParseServiceKey(svc.Address); err == nil && !k.IsFWMark() && !seen[k.Addr.Addr()] {
+				seen[k.Addr.Addr()] = true
+				s.VIPAddrs = append(s.VIPAddrs, k.Addr.Addr())
+			}
+		}
+		if s.Role == "vip" && len(s.VIPAddrs) == 0 {
+			bad("sync.vips", "role \"vip\" needs the virtual IPs to watch (the services are all fwmark services)")
+		}
+	}
+}
+
 // withProbeDefaults fills the probe keys the file left out with defaults.
 func withProbeDefaults(p ProbeConfig) ProbeConfig {
 	d := defaultProbe()
@@ -412,10 +498,12 @@ func splitHostPort(s string) (string, int, error) {
 // knownKeys lists every key the configuration accepts, per table, for the
 // "did you mean" suggestion.
 var knownKeys = map[string][]string{
-	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "service"},
+	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "sync", "service"},
 	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
 	"weight":         {"gain", "target", "scale", "min", "threshold"},
 	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
+	"sync":           {"id", "listen", "key_file", "role", "vips", "peer"},
+	"sync.peer":      {"id", "address"},
 	"service":        {"address", "agent_port", "probe", "server"},
 	"service.probe":  {"type", "path", "host", "expect_status", "port", "reference"},
 	"service.server": {"address", "weight", "agent"},

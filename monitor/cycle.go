@@ -99,8 +99,13 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
 	}
 	m.computeLoads(rows)
-	m.decide(rows)
-	writes, wroteState, writeErr := m.write(rows)
+	var writes int
+	var wroteState bool
+	var writeErr error
+	if !m.follower { // a follower's weights come from the writer (replicate.go)
+		m.decide(rows)
+		writes, wroteState, writeErr = m.write(rows)
+	}
 	var errs []error
 	if writeErr != nil {
 		errs = append(errs, writeErr)
@@ -178,6 +183,11 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 			continue
 		}
 		changed = true
+		if known && m.follower {
+			// Someone changed the weight on this director: the writer
+			// must hear of it (a drain on either director reaches both).
+			m.localEdits = append(m.localEdits, LocalEdit{Key: r.key, Weight: r.kernel.Weight})
+		}
 		m.state[r.key] = res.Record
 		r.mem.ctrl, r.mem.ctrlSet = float64(r.kernel.Weight), true
 		r.reason = res.Reason

@@ -11,25 +11,28 @@ import (
 // Labels are stable: service and server name a destination; a state that
 // changes is a 0/1 gauge, never a label value.
 type Metrics struct {
-	weight        *prometheus.GaugeVec
-	defaultWeight *prometheus.GaugeVec
-	load          *prometheus.GaugeVec
-	input         *prometheus.GaugeVec
-	drained       *prometheus.GaugeVec
-	down          *prometheus.GaugeVec
-	agentStale    *prometheus.GaugeVec
-	activeConns   *prometheus.GaugeVec
-	inactiveConns *prometheus.GaugeVec
-	probeSeconds  *prometheus.GaugeVec
-	agentSeconds  *prometheus.GaugeVec
-	agentErrors   *prometheus.CounterVec
-	probeErrors   *prometheus.CounterVec
-	writes        *prometheus.CounterVec
-	writeErrors   *prometheus.CounterVec
-	frozen        *prometheus.GaugeVec
-	cycleSeconds  prometheus.Histogram
-	reloadOK      prometheus.Gauge
-	reloadTime    prometheus.Gauge
+	weight          *prometheus.GaugeVec
+	defaultWeight   *prometheus.GaugeVec
+	load            *prometheus.GaugeVec
+	input           *prometheus.GaugeVec
+	drained         *prometheus.GaugeVec
+	down            *prometheus.GaugeVec
+	agentStale      *prometheus.GaugeVec
+	activeConns     *prometheus.GaugeVec
+	inactiveConns   *prometheus.GaugeVec
+	probeSeconds    *prometheus.GaugeVec
+	agentSeconds    *prometheus.GaugeVec
+	agentErrors     *prometheus.CounterVec
+	probeErrors     *prometheus.CounterVec
+	writes          *prometheus.CounterVec
+	writeErrors     *prometheus.CounterVec
+	frozen          *prometheus.GaugeVec
+	cycleSeconds    prometheus.Histogram
+	syncWriter      prometheus.Gauge
+	syncUnreachable *prometheus.GaugeVec
+	syncFrames      *prometheus.CounterVec
+	reloadOK        prometheus.Gauge
+	reloadTime      prometheus.Gauge
 
 	seen map[[2]string]bool // destinations with series, to delete removed ones
 }
@@ -56,22 +59,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return v
 	}
 	x := &Metrics{
-		weight:        g("server_weight", "Weight of the real server in the IPVS table after the last cycle.", dest...),
-		defaultWeight: g("server_default_weight", "Default weight of the real server (configured, or set by an operator).", dest...),
-		load:          g("server_load", "Aggregate load of the real server in the last cycle (0 idle, 1 fully loaded); absent when not computed.", dest...),
-		input:         g("server_input", "Normalised input of the real server's aggregate load in the last cycle.", "service", "server", "input"),
-		drained:       g("server_drained", "1 when the real server is drained by an operator.", dest...),
-		down:          g("server_down", "1 when the real server failed its probe and lvs-monitor set its weight to 0.", dest...),
-		agentStale:    g("server_agent_stale", "1 when the real server's agent has been silent longer than agent_expiry.", dest...),
-		activeConns:   g("server_active_connections", "Active connections of the real server in the IPVS table.", dest...),
-		inactiveConns: g("server_inactive_connections", "Inactive connections of the real server in the IPVS table.", dest...),
-		probeSeconds:  g("server_probe_seconds", "Duration of the last successful response probe.", dest...),
-		agentSeconds:  g("server_agent_poll_seconds", "Duration of the last agent poll, successful or not.", dest...),
-		agentErrors:   c("agent_poll_errors_total", "Agent polls that failed (no answer, bad reply, timeout).", dest...),
-		probeErrors:   c("probe_failures_total", "Response probes that failed.", dest...),
-		writes:        c("kernel_writes_total", "Weights written to the IPVS table.", dest...),
-		writeErrors:   c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
-		frozen:        g("service_frozen", "1 when the service is frozen because too many servers looked unreachable at once.", "service"),
+		weight:          g("server_weight", "Weight of the real server in the IPVS table after the last cycle.", dest...),
+		defaultWeight:   g("server_default_weight", "Default weight of the real server (configured, or set by an operator).", dest...),
+		load:            g("server_load", "Aggregate load of the real server in the last cycle (0 idle, 1 fully loaded); absent when not computed.", dest...),
+		input:           g("server_input", "Normalised input of the real server's aggregate load in the last cycle.", "service", "server", "input"),
+		drained:         g("server_drained", "1 when the real server is drained by an operator.", dest...),
+		down:            g("server_down", "1 when the real server failed its probe and lvs-monitor set its weight to 0.", dest...),
+		agentStale:      g("server_agent_stale", "1 when the real server's agent has been silent longer than agent_expiry.", dest...),
+		activeConns:     g("server_active_connections", "Active connections of the real server in the IPVS table.", dest...),
+		inactiveConns:   g("server_inactive_connections", "Inactive connections of the real server in the IPVS table.", dest...),
+		probeSeconds:    g("server_probe_seconds", "Duration of the last successful response probe.", dest...),
+		agentSeconds:    g("server_agent_poll_seconds", "Duration of the last agent poll, successful or not.", dest...),
+		agentErrors:     c("agent_poll_errors_total", "Agent polls that failed (no answer, bad reply, timeout).", dest...),
+		probeErrors:     c("probe_failures_total", "Response probes that failed.", dest...),
+		writes:          c("kernel_writes_total", "Weights written to the IPVS table.", dest...),
+		writeErrors:     c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
+		syncUnreachable: g("sync_peer_unreachable", "1 when no sync message reached the peer director for three intervals.", "peer"),
+		syncFrames:      c("sync_frames_received_total", "Sync frames received from other directors, by result: accepted or the rejection reason.", "result"),
+		frozen:          g("service_frozen", "1 when the service is frozen because too many servers looked unreachable at once.", "service"),
 		cycleSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "lvs_monitor", Name: "cycle_duration_seconds", Help: "Duration of one cycle, from reading the table to persisting state.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -80,7 +85,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "config_last_reload_timestamp_seconds", Help: "Unix time of the last configuration (re)load attempt."}),
 		seen:       map[[2]string]bool{},
 	}
-	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime)
+	x.syncWriter = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "sync_writer", Help: "1 when this director writes the weights of its synchronised group (or runs alone)."})
+	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime, x.syncWriter)
+	x.syncWriter.Set(1)
 	x.reloadOK.Set(1)
 	for _, r := range []string{writeErrChanged, writeErrVanished, writeErrOther} {
 		x.writeErrors.WithLabelValues(r)
@@ -163,6 +170,23 @@ func (x *Metrics) forget(svc, srv string) {
 	x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
 	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes} {
 		v.DeleteLabelValues(svc, srv)
+	}
+}
+
+// observeSync updates the sync series; prev is the frame counts at the
+// previous call.
+func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
+	if x == nil {
+		return
+	}
+	x.syncWriter.Set(b2f(s.Writer))
+	for _, p := range s.Peers {
+		x.syncUnreachable.WithLabelValues(p.Address).Set(b2f(p.Unreachable))
+	}
+	for result, n := range s.Frames {
+		if n > prev[result] {
+			x.syncFrames.WithLabelValues(result).Add(float64(n - prev[result]))
+		}
 	}
 }
 

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/scheduler"
 )
 
 // Deps are the edges the monitor talks to. Every field is required except
@@ -22,6 +24,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics, if non-nil, receives every cycle's figures.
 	Metrics *Metrics
+	// Roles and SyncListener, if non-nil, replace the role source and the
+	// sync listener a synchronised director builds from its configuration
+	// (tests use them).
+	Roles        scheduler.RoleSource
+	SyncListener net.Listener
 	// Now is the clock (default time.Now). A simulator passes its own so
 	// that everything time-based in the monitor follows simulated time.
 	Now func() time.Time
@@ -43,11 +50,18 @@ type Monitor struct {
 	frozen  map[ipvs.ServiceKey]bool
 	started time.Time
 
+	// follower: another director of a synchronised group writes; this one
+	// reads, reconciles and gathers but neither decides nor writes, and
+	// collects operator changes made here in localEdits (replicate.go).
+	follower   bool
+	localEdits []LocalEdit
+
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
 
-	mu         sync.Mutex // guards last and the reload fields
+	mu         sync.Mutex // guards last, sync and the reload fields
 	last       CycleReport
+	sync       *SyncStatus
 	reloadedAt time.Time
 	reloadErr  error
 }
@@ -105,11 +119,16 @@ type destMemory struct {
 	rampStart    time.Time // slow start began; zero when not ramping
 }
 
-// Run calls Cycle now and then every interval until ctx ends. A cycle that
+// Run calls Cycle now and then every interval until ctx ends. A director
+// with a [sync] section runs as one of a synchronised group instead
+// (pair.go): it writes only while it is the group's writer. A cycle that
 // overruns the interval delays the next one; ticks are not queued.
 // afterCycle, if non-nil, is called after each cycle (e.g. to notify
 // systemd or print a table).
 func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) error {
+	if m.cfg.Sync.Enabled() {
+		return m.runPair(ctx, afterCycle)
+	}
 	t := time.NewTicker(m.cfg.Interval)
 	defer t.Stop()
 	for {

@@ -42,6 +42,9 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 		}
 	}
 	m.state[key] = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	if m.follower {
+		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: 0})
+	}
 	m.log.Info("drained by operator (lvsctl)", "service", svc, "server", dst, "old", cur, "new", 0)
 	return m.saveState()
 }
@@ -67,6 +70,11 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 		return fmt.Errorf("undrain %s: %w", key, err)
 	}
 	m.state[key] = DestRecord{State: Managed, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	if m.follower {
+		// The writer replays the default weight: its reconcile sees an
+		// undrain at the server's default and starts its own slow start.
+		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: def})
+	}
 	mem := m.memory(key)
 	mem.ctrl, mem.ctrlSet = float64(def), true
 	if to != def {
@@ -106,8 +114,9 @@ func (m *Monitor) ReloadFailed(err error) {
 type Status struct {
 	LastCycle  CycleReport
 	Config     Config
-	ReloadedAt time.Time // last reload attempt; zero if none
-	ReloadErr  error     // non-nil when the last reload failed
+	ReloadedAt time.Time   // last reload attempt; zero if none
+	ReloadErr  error       // non-nil when the last reload failed
+	Sync       *SyncStatus // nil for a director that runs alone
 }
 
 // Status returns the latest cycle's report and the running configuration.
@@ -115,7 +124,7 @@ type Status struct {
 func (m *Monitor) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{LastCycle: m.last, Config: m.cfg, ReloadedAt: m.reloadedAt, ReloadErr: m.reloadErr}
+	return Status{LastCycle: m.last, Config: m.cfg, ReloadedAt: m.reloadedAt, ReloadErr: m.reloadErr, Sync: m.sync}
 }
 
 // Explanation is the whole computation of one server's weight in the last

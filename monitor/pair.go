@@ -1,0 +1,258 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"lvs-feedback/scheduler"
+)
+
+// SyncStatus is this director's place in its synchronised group, for
+// status displays and metrics.
+type SyncStatus struct {
+	ID     string
+	Role   string // "active" or "standby", as the role source says
+	Writer bool   // this director writes weights
+	Phase  string
+	Epoch  uint64
+	Leader string // the writer this director follows or is, "id@epoch"
+	Peers  []SyncPeer
+	// Frames counts the sync frames this director received, by result:
+	// "accepted" or a rejection reason.
+	Frames map[string]uint64
+}
+
+// SyncPeer is another director as this one sees it.
+type SyncPeer struct {
+	Address     string
+	Unreachable bool
+	LastOK      time.Time
+	LastError   string
+}
+
+// pair runs the monitor as one director of a synchronised group: the loop
+// of docs/director-pair.md ("Wiring into lvs-monitor"). One goroutine owns
+// it; the listener and the pusher run in their own.
+type pair struct {
+	m      *Monitor
+	cfg    SyncConfig
+	log    *slog.Logger
+	node   *scheduler.Node
+	outbox *scheduler.Outbox
+	inbox  *scheduler.Inbox
+	ln     *scheduler.Listener
+	push   *scheduler.Pusher
+	roles  scheduler.RoleSource
+	wg     sync.WaitGroup
+
+	after      func(CycleReport, error)
+	lastFrames map[string]uint64
+}
+
+// startPair loads the key, takes a new epoch and starts the listener, the
+// pusher and the role source.
+func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error)) (*pair, error) {
+	cfg := m.cfg.Sync
+	key, err := scheduler.LoadKey(cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	epochs := scheduler.NewEpochStore(filepath.Join(m.cfg.StateDir, "sync-epoch"))
+	epoch, err := epochs.Bump()
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	var peerIDs, peerAddrs []string
+	for _, p := range cfg.Peers {
+		peerIDs = append(peerIDs, p.ID)
+		peerAddrs = append(peerAddrs, p.Address)
+	}
+	node, err := scheduler.NewNode(scheduler.NodeConfig{
+		Self: cfg.ID, PeerTimeout: 3 * m.cfg.Interval, ExpectPeers: len(cfg.Peers), SaveEpoch: epochs.Save,
+	}, epoch, m.deps.Now())
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	ln, err := scheduler.NewListener(scheduler.ListenerConfig{
+		Self: cfg.ID, Key: key, Addr: cfg.Listen, Listener: m.deps.SyncListener, Senders: peerIDs, Logger: m.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	push, err := scheduler.NewPusher(scheduler.PusherConfig{Self: cfg.ID, Key: key, Peers: peerAddrs, Logger: m.log})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	p := &pair{m: m, cfg: cfg, log: m.log, node: node, outbox: scheduler.NewOutbox(epoch), inbox: scheduler.NewInbox(),
+		ln: ln, push: push, after: after, lastFrames: map[string]uint64{}}
+	p.roles = m.deps.Roles
+	if p.roles == nil {
+		switch cfg.Role {
+		case "active":
+			p.roles = scheduler.NewFixedRole(scheduler.Active)
+		case "standby":
+			p.roles = scheduler.NewFixedRole(scheduler.Standby)
+		default:
+			w, err := scheduler.NewVIPWatcher(scheduler.VIPWatcherConfig{VIPs: cfg.VIPAddrs, Logger: m.log})
+			if err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("sync: %w", err)
+			}
+			p.wg.Go(func() { _ = w.Run(ctx) })
+			select {
+			case <-w.Ready():
+			case <-time.After(10 * time.Second):
+				ln.Close()
+				return nil, fmt.Errorf("sync: the virtual-IP watcher did not list the addresses within 10 s")
+			case <-ctx.Done():
+				ln.Close()
+				return nil, ctx.Err()
+			}
+			p.roles = w
+		}
+	}
+	p.wg.Go(func() { _ = ln.Run(ctx, p.inbox.Put) })
+	p.wg.Go(func() { _ = push.Run(ctx) })
+	m.log.Info("synchronised director started", "id", cfg.ID, "epoch", epoch, "listen", ln.Addr(), "peers", peerAddrs, "role_source", cfg.Role)
+	return p, nil
+}
+
+// runPair is Run for a director of a synchronised group.
+func (m *Monitor) runPair(ctx context.Context, after func(CycleReport, error)) error {
+	p, err := m.startPair(ctx, after)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		p.ln.Close()
+		p.wg.Wait()
+	}()
+	p.node.SetRole(p.roles.Role())
+	p.step(ctx)
+	p.cycle(ctx)
+	p.publish()
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-p.roles.Changes():
+			p.log.Info("sync: role changed", "role", r)
+			p.node.SetRole(r)
+			p.step(ctx) // a new writer runs a cycle at once
+		case <-p.inbox.Ready():
+			p.handle(ctx, p.inbox.Take())
+		case <-t.C:
+			p.step(ctx) // time-based transitions: grace over, a silent writer's claim lapsed
+			p.cycle(ctx)
+			p.publish()
+		}
+	}
+}
+
+// step advances the writer/follower state machine and acts on a change.
+func (p *pair) step(ctx context.Context) {
+	was := p.node.Writer()
+	st, err := p.node.Step(p.m.deps.Now())
+	if err != nil {
+		p.log.Error("sync: cannot take over", "error", err)
+	}
+	if st.Reason != "" {
+		p.log.Info("sync: "+st.Reason, "phase", st.Phase, "writer", st.Writer, "epoch", st.Epoch, "leader", st.Leader)
+	}
+	if st.Writer {
+		p.outbox = scheduler.NewOutbox(p.node.Epoch()) // a writer's own table holds its edits
+	}
+	p.m.setFollower(!st.Writer)
+	if st.Writer != was {
+		if st.Writer {
+			p.cycle(ctx) // take over now, from the adopted state
+		}
+		p.publish()
+	}
+	p.status()
+}
+
+// cycle runs the monitor's cycle (a follower's decides and writes nothing)
+// and moves the operator changes found here into the outbox.
+func (p *pair) cycle(ctx context.Context) {
+	rep, err := p.m.Cycle(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.log.Error("cycle", "error", err)
+	}
+	edits := p.m.takeLocalEdits()
+	if p.node.Writer() {
+		p.node.ConfirmEdits() // the cycle read replayed edits back
+	} else {
+		for _, e := range edits {
+			p.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
+		}
+	}
+	p.status()
+	if p.after != nil {
+		p.after(rep, err)
+	}
+}
+
+// handle applies messages from the other directors.
+func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
+	now := p.m.deps.Now()
+	for _, msg := range msgs {
+		p.node.Observe(msg, now)
+		if p.node.ShouldAdopt(msg, now) {
+			p.outbox.Ack(p.cfg.ID, msg.Acks) // acks first: the snapshot shows those edits
+			local, err := p.m.Adopt(msg.Snapshot, p.outbox.Pending())
+			if err != nil {
+				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
+			}
+			for _, e := range local {
+				p.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
+			}
+		}
+		for _, e := range p.node.NewEdits(msg) {
+			if err := p.m.ReplayEdit(DestKey(e.Key), e.Weight); err != nil {
+				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
+			}
+			p.node.Applied(msg.Sender, e.Pos)
+		}
+	}
+	p.step(ctx)
+}
+
+// publish sends this director's view to its peers: a writer its snapshot
+// and acknowledgements, a follower its pending operator edits.
+func (p *pair) publish() {
+	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer()}
+	if msg.Writer {
+		msg.Snapshot = p.m.Snapshot()
+		msg.Acks = p.node.Acks()
+	} else {
+		msg.Edits = p.outbox.Pending()
+	}
+	p.push.Publish(msg)
+}
+
+// status records the group status for Status and metrics.
+func (p *pair) status() {
+	now := p.m.deps.Now()
+	st := p.node.Status(now)
+	s := SyncStatus{ID: p.cfg.ID, Role: st.Role.String(), Writer: st.Writer, Phase: string(st.Phase), Epoch: st.Epoch,
+		Leader: st.Leader.String(), Frames: p.ln.Counters().Snapshot()}
+	for _, ps := range p.push.Status() {
+		s.Peers = append(s.Peers, SyncPeer{Address: ps.Addr, Unreachable: ps.Unreachable(now, 3*p.m.cfg.Interval), LastOK: ps.LastOK, LastError: ps.LastError})
+	}
+	p.m.mu.Lock()
+	p.m.sync = &s
+	p.m.mu.Unlock()
+	p.m.deps.Metrics.observeSync(s, p.lastFrames)
+	p.lastFrames = s.Frames
+}

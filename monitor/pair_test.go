@@ -1,0 +1,255 @@
+package monitor
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lvs-feedback/agent"
+	"lvs-feedback/ipvs"
+	"lvs-feedback/scheduler"
+)
+
+// testRole is a role source the test moves, as keepalived moves a VIP.
+type testRole struct {
+	mu sync.Mutex
+	r  scheduler.Role
+	ch chan scheduler.Role
+}
+
+func newTestRole(r scheduler.Role) *testRole {
+	return &testRole{r: r, ch: make(chan scheduler.Role, 4)}
+}
+
+func (t *testRole) Role() scheduler.Role {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.r
+}
+
+func (t *testRole) Changes() <-chan scheduler.Role { return t.ch }
+
+func (t *testRole) set(r scheduler.Role) {
+	t.mu.Lock()
+	t.r = r
+	t.mu.Unlock()
+	t.ch <- r
+}
+
+// director is one lvs-monitor of a synchronised pair, on its own in-memory
+// table, running Run in a goroutine.
+type director struct {
+	id     string
+	table  *ipvs.Mem
+	agents *stubAgents
+	role   *testRole
+	ln     net.Listener
+	m      *Monitor
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func writeKey(t *testing.T, b byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sync.key")
+	if err := os.WriteFile(path, []byte(strings.Repeat(string(rune('a'+b)), 40)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newDirector(t *testing.T, id string, role scheduler.Role, keyFile string) *director {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	d := &director{id: id, table: ipvs.NewMem(), agents: &stubAgents{reports: map[string]agent.Report{}}, role: newTestRole(role), ln: ln}
+	must(t, d.table.AddService(svcKey, "wrr"))
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		must(t, d.table.AddDestination(svcKey, rs, 10))
+		d.agents.set(agentOf(rs), 0.95)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return d
+}
+
+// start runs d's monitor, synchronised with peers.
+func (d *director) start(t *testing.T, keyFile string, peers ...*director) {
+	t.Helper()
+	conf := strings.Replace(cpuOnlyConfig, `interval = "1s"`, `interval = "200ms"`, 1)
+	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
+	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
+	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n"
+	conf += "[sync]\nid = \"" + d.id + "\"\nlisten = \"" + d.ln.Addr().String() + "\"\nkey_file = \"" + keyFile + "\"\nrole = \"active\"\n"
+	for _, p := range peers {
+		conf += "[[sync.peer]]\nid = \"" + p.id + "\"\naddress = \"" + p.ln.Addr().String() + "\"\n"
+	}
+	cfg, err := ParseConfig(d.id+".toml", []byte(conf))
+	must(t, err)
+	cfg.StateDir = t.TempDir()
+	store, err := NewFileStore(cfg.StateDir)
+	must(t, err)
+	d.m, err = New(cfg, Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store,
+		Roles: d.role, SyncListener: d.ln}, false)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func() {
+		defer close(d.done)
+		if err := d.m.Run(ctx, nil); err != nil {
+			t.Errorf("%s: Run: %v", d.id, err)
+		}
+	}()
+	t.Cleanup(d.stop)
+}
+
+func (d *director) stop() {
+	if d.cancel != nil {
+		d.cancel()
+		<-d.done
+		d.cancel = nil
+	}
+}
+
+func (d *director) weights(t *testing.T) map[netip.AddrPort]int {
+	t.Helper()
+	dests, err := d.table.Destinations(svcKey)
+	must(t, err)
+	w := map[netip.AddrPort]int{}
+	for _, x := range dests {
+		w[x.Addr] = x.Weight
+	}
+	return w
+}
+
+func (d *director) writer() bool {
+	s := d.m.Status().Sync
+	return s != nil && s.Writer
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("timed out after %v waiting for: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func sameWeights(a, b map[netip.AddrPort]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDirectorPair runs two real lvs-monitors synchronised over loopback:
+// the standby mirrors the active's weights, a drain on the standby reaches
+// the active, and after a failover the new active carries on from the
+// replicated weights with every drain kept.
+func TestDirectorPair(t *testing.T) {
+	key := writeKey(t, 1)
+	a := newDirector(t, "dir-a", scheduler.Active, key)
+	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	for _, d := range []*director{a, b} {
+		d.agents.set(agentOf(rsB), 1.5) // B is hot, as both directors' agents see it
+	}
+	a.start(t, key, b)
+	b.start(t, key, a)
+
+	eventually(t, 10*time.Second, "a writes and lowers B", func() bool { return a.writer() && a.weights(t)[rsB] < 5 })
+	eventually(t, 10*time.Second, "b mirrors a", func() bool { return sameWeights(a.weights(t), b.weights(t)) })
+	if b.writer() {
+		t.Fatal("the standby writes")
+	}
+
+	// An operator drains C on the standby, with ipvsadm.
+	must(t, b.table.SetWeight(svcKey, rsC, b.weights(t)[rsC], 0))
+	eventually(t, 10*time.Second, "the drain on b reaches a", func() bool {
+		st := a.m.Status()
+		for _, s := range st.LastCycle.Dests {
+			if s.Key.Dest == rsC {
+				return s.State == DrainedByOperator && a.weights(t)[rsC] == 0
+			}
+		}
+		return false
+	})
+
+	// The active dies; keepalived moves the VIP to b.
+	a.stop()
+	last := a.weights(t)
+	var ctrlB float64
+	for _, s := range a.m.Status().LastCycle.Dests {
+		if s.Key.Dest == rsB {
+			ctrlB = s.ControllerAfter
+		}
+	}
+	eventually(t, 5*time.Second, "b holds a's last state", func() bool { return sameWeights(last, b.weights(t)) })
+	t0 := time.Now()
+	b.role.set(scheduler.Active)
+	took := eventually(t, 5*time.Second, "b writes", b.writer)
+	t.Logf("takeover: b writing %v after getting the VIP (interval 200ms)", took)
+	if diff := b.weights(t); !sameWeights(diff, last) {
+		t.Errorf("right after the takeover the tables differ: a %v, b %v", last, diff)
+	}
+	// b carries on from a's controller state, not from the default weight
+	// nor the kernel's. Typically B's controller weight is at the floor, 1,
+	// while the kernel holds 2 (within the threshold); B idle now:
+	// 1 + 5·∛0.95 = 5.9 → 6, where starting from the kernel's 2 would give 7.
+	b.agents.set(agentOf(rsB), 0)
+	eventually(t, 10*time.Second, "b raises B", func() bool { return b.weights(t)[rsB] != last[rsB] })
+	w := b.weights(t)
+	want := RoundWeight(NextWeight(ctrlB, 0, 10, DefaultConfig().Weight))
+	if w[rsB] != want {
+		t.Errorf("after failover B went %d → %d, want %d (continuing from a's controller weight %.3f)", last[rsB], w[rsB], want, ctrlB)
+	}
+	if w[rsC] != 0 {
+		t.Errorf("after failover: C %d, want 0 (drained on the old standby, kept)", w[rsC])
+	}
+	t.Logf("failover done %v after the VIP moved", time.Since(t0))
+}
+
+// TestDirectorPairWrongKey: a director with another key is refused; nothing
+// it sends reaches the table.
+func TestDirectorPairWrongKey(t *testing.T) {
+	a := newDirector(t, "dir-a", scheduler.Active, "")
+	b := newDirector(t, "dir-b", scheduler.Standby, "")
+	a.agents.set(agentOf(rsB), 1.95)
+	a.start(t, writeKey(t, 1), b)
+	b.start(t, writeKey(t, 2), a)
+	eventually(t, 10*time.Second, "a lowers B", func() bool { return a.weights(t)[rsB] < 10 })
+	eventually(t, 10*time.Second, "b rejects a's frames", func() bool {
+		s := b.m.Status().Sync
+		return s != nil && s.Frames["bad_mac"] > 0
+	})
+	if got := b.weights(t)[rsB]; got != 10 {
+		t.Errorf("a frame with the wrong key reached b's table: B weight %d", got)
+	}
+	if s := b.m.Status().Sync; s.Frames["accepted"] != 0 || len(s.Peers) != 1 || !eventuallyBool(10*time.Second, func() bool { return b.m.Status().Sync.Peers[0].Unreachable }) {
+		t.Errorf("b's sync status %+v: want no accepted frames and a unreachable", s)
+	}
+}
+
+func eventuallyBool(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}

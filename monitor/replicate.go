@@ -1,0 +1,184 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"lvs-feedback/ipvs"
+	"lvs-feedback/scheduler"
+)
+
+// The methods in this file let a synchronised group of directors share one
+// desired state (pair.go runs them; docs/director-pair.md explains the
+// protocol). A writer publishes Snapshot; a follower runs its cycle with
+// decide and write switched off, applies the writer's snapshot with Adopt,
+// and hands operator changes made on it to the writer, which replays them
+// with ReplayEdit.
+
+// Snapshot returns the desired state this director publishes when it
+// writes: every configured destination it has a record of, with its
+// ownership record and controller state.
+func (m *Monitor) Snapshot() scheduler.Snapshot {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	now := m.deps.Now()
+	var snap scheduler.Snapshot
+	for i := range m.cfg.Services {
+		s := &m.cfg.Services[i]
+		for j := range s.Servers {
+			k := DestKey{Service: s.Key, Dest: s.Servers[j].Addr}
+			rec, ok := m.state[k]
+			if !ok {
+				continue
+			}
+			d := scheduler.DestState{
+				Key:              scheduler.DestKey(k),
+				State:            string(rec.State),
+				Weight:           rec.Written,
+				DefaultWeight:    rec.DefaultWeight(s.Servers[j].Weight),
+				DefaultOverride:  rec.DefaultOverride,
+				OverriddenConfig: rec.OverriddenConfig,
+				RestoreWeight:    rec.RestoreWeight,
+			}
+			if mem := m.mem[k]; mem != nil {
+				d.Ctrl, d.CtrlSet = mem.ctrl, mem.ctrlSet
+				if !mem.rampStart.IsZero() {
+					d.Ramping, d.RampElapsed = true, now.Sub(mem.rampStart)
+				}
+			}
+			snap.Dests = append(snap.Dests, d)
+		}
+	}
+	return snap
+}
+
+// LocalEdit is an operator's change found on a follower: the weight someone
+// set here, to be replayed by the writer.
+type LocalEdit struct {
+	Key    DestKey
+	Weight int
+}
+
+// setFollower switches decide and write off (a follower) or on (a writer).
+func (m *Monitor) setFollower(f bool) {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.follower = f
+}
+
+// takeLocalEdits returns and forgets the operator changes found on this
+// director since the last call: weights changed by another tool (found by
+// reconcile) and lvsctl drains and undrains.
+func (m *Monitor) takeLocalEdits() []LocalEdit {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	e := m.localEdits
+	m.localEdits = nil
+	return e
+}
+
+// Adopt makes this director's table and records match a writer's snapshot:
+// compare-and-set writes for the weights that differ, then the writer's
+// ownership records and controller state. Destinations with a local edit
+// (pending, or found now because the table no longer holds what this
+// director last wrote) are left alone; the edits found are returned for the
+// writer. Destinations not configured here are ignored.
+func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]LocalEdit, error) {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	var own []scheduler.CurrentWeight
+	configured := map[DestKey]bool{}
+	for i := range m.cfg.Services {
+		s := &m.cfg.Services[i]
+		dests, err := m.deps.Table.Destinations(s.Key)
+		if err != nil {
+			continue // a missing service is noted by the cycle
+		}
+		kernel := map[DestKey]int{}
+		for _, d := range dests {
+			kernel[DestKey{Service: s.Key, Dest: d.Addr}] = d.Weight
+		}
+		for j := range s.Servers {
+			k := DestKey{Service: s.Key, Dest: s.Servers[j].Addr}
+			w, ok := kernel[k]
+			if !ok {
+				continue
+			}
+			configured[k] = true
+			rec, known := m.state[k]
+			own = append(own, scheduler.CurrentWeight{Key: scheduler.DestKey(k), Weight: w, Expected: rec.Written, Known: known})
+		}
+	}
+	ch := scheduler.Plan(own, snap, pending)
+	skip := map[DestKey]bool{}
+	for _, k := range ch.Held {
+		skip[DestKey(k)] = true
+	}
+	var errs []error
+	writes := 0
+	for _, w := range ch.Writes {
+		k := DestKey(w.Key)
+		err := m.deps.Table.SetWeight(k.Service, k.Dest, w.From, w.To)
+		switch {
+		case err == nil:
+			writes++
+		case errors.Is(err, ipvs.ErrWeightChanged), errors.Is(err, ipvs.ErrNotFound):
+			skip[k] = true // someone changed or removed it: the next cycle sees it
+		default:
+			skip[k] = true
+			errs = append(errs, fmt.Errorf("apply replicated weight %s: %w", k, err))
+		}
+	}
+	now := m.deps.Now()
+	for _, d := range snap.Dests {
+		k := DestKey(d.Key)
+		if skip[k] || !configured[k] {
+			continue
+		}
+		m.state[k] = DestRecord{
+			State:            Ownership(d.State),
+			Written:          d.Weight,
+			DefaultOverride:  d.DefaultOverride,
+			OverriddenConfig: d.OverriddenConfig,
+			RestoreWeight:    d.RestoreWeight,
+		}
+		mem := m.memory(k)
+		mem.ctrl, mem.ctrlSet = d.Ctrl, d.CtrlSet
+		mem.rampStart = time.Time{}
+		if d.Ramping {
+			mem.rampStart = now.Add(-d.RampElapsed)
+		}
+	}
+	if writes > 0 {
+		m.log.Info("applied the writer's weights", "writes", writes)
+	}
+	if err := m.saveState(); err != nil {
+		errs = append(errs, err)
+	}
+	local := make([]LocalEdit, 0, len(ch.LocalEdits))
+	for _, e := range ch.LocalEdits {
+		local = append(local, LocalEdit{Key: DestKey(e.Key), Weight: e.Weight})
+	}
+	return local, errors.Join(errs...)
+}
+
+// ReplayEdit writes an operator's change made on a follower into this
+// (the writer's) table, as if the operator had made it here; the next
+// cycle's reconcile classifies it by the usual ownership rules.
+func (m *Monitor) ReplayEdit(k DestKey, weight int) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	cur, err := m.kernelWeight(k.Service, k.Dest)
+	if err != nil {
+		return err
+	}
+	if cur == weight {
+		return nil
+	}
+	if err := m.deps.Table.SetWeight(k.Service, k.Dest, cur, weight); err != nil {
+		return fmt.Errorf("replay operator edit %s → %d: %w", k, weight, err)
+	}
+	m.log.Info("operator change made on another director replayed here", "service", k.Service, "server", k.Dest, "old", cur, "new", weight)
+	return nil
+}
