@@ -28,6 +28,13 @@ lint: vet
 test: lint
 	$(GO) test -race -count=1 ./...
 
+# 30 s on any Linux machine, no IPVS or root needed: three local servers,
+# three real lvs-agents, the real monitor on an in-memory IPVS table, real
+# traffic; server 2 is hogged and its weight falls and recovers. Exit 0 when
+# it did. See docs/demo.md.
+demo: build
+	./$(BIN)/lvs-demo -agent ./$(BIN)/lvs-agent
+
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.
 loadtest:
