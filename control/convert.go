@@ -77,6 +77,18 @@ func (s *Server) status(st monitor.Status) Status {
 		at := st.ReloadedAt
 		out.Reload.At = &at
 	}
+	if sy := st.Sync; sy != nil {
+		out.Sync = &SyncStatus{ID: sy.ID, Role: sy.Role, Writer: sy.Writer, Phase: sy.Phase, Epoch: sy.Epoch, Leader: sy.Leader,
+			Peers: []SyncPeer{}, Frames: sy.Frames}
+		for _, p := range sy.Peers {
+			peer := SyncPeer{Address: p.Address, Unreachable: p.Unreachable, LastError: p.LastError}
+			if !p.LastOK.IsZero() {
+				at := p.LastOK
+				peer.LastOK = &at
+			}
+			out.Sync.Peers = append(out.Sync.Peers, peer)
+		}
+	}
 	if !st.LastCycle.Start.IsZero() {
 		out.Cycle = &Cycle{Start: st.LastCycle.Start, DurationSeconds: st.LastCycle.Duration.Seconds(), Writes: st.LastCycle.Writes}
 	}

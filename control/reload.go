@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"lvs-feedback/monitor"
@@ -23,7 +24,7 @@ var _ Reloadable = (*monitor.Monitor)(nil)
 // config_last_reload_successful metric show it) and returned. A valid one
 // is applied with Reload, from the next cycle.
 //
-// state_dir, metrics_listen and control_socket are opened once at start:
+// state_dir, metrics_listen, control_socket and [sync] are set up once at start:
 // a new value is noted and the running one kept, so that status tells the
 // truth.
 //
@@ -55,6 +56,11 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 					k.key, k.running, *k.next, k.running))
 				*k.next = k.running
 			}
+		}
+		// The [sync] group is set up once at start (monitor.Run).
+		if !reflect.DeepEqual(old.Sync, cfg.Sync) {
+			notes = append(notes, "[sync] changed: takes effect when lvs-monitor restarts; the running group settings stay in use")
+			keep.Sync = old.Sync
 		}
 		if old.Interval != cfg.Interval {
 			// monitor.Run sets its ticker once.

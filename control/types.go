@@ -48,6 +48,31 @@ type Status struct {
 	Config   ConfigSummary   `json:"config"`
 	Reload   ReloadStatus    `json:"reload"`
 	Services []ServiceStatus `json:"services"`
+	// Sync is this director's place in its synchronised group
+	// (docs/director-pair.md); absent for a director that runs alone.
+	Sync *SyncStatus `json:"sync,omitempty"`
+}
+
+// SyncStatus is a synchronised director's view of its group.
+type SyncStatus struct {
+	ID     string     `json:"id"`
+	Role   string     `json:"role"`   // "active" or "standby", as the role source says
+	Writer bool       `json:"writer"` // this director writes the weights
+	Phase  string     `json:"phase"`
+	Epoch  uint64     `json:"epoch"`
+	Leader string     `json:"leader"` // the writer it follows or is, "id@epoch"
+	Peers  []SyncPeer `json:"peers"`
+	// Frames counts the sync frames received, by result: "accepted" or a
+	// rejection reason.
+	Frames map[string]uint64 `json:"frames,omitempty"`
+}
+
+// SyncPeer is another director of the group.
+type SyncPeer struct {
+	Address     string     `json:"address"`
+	Unreachable bool       `json:"unreachable"`
+	LastOK      *time.Time `json:"last_ok,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
 }
 
 // Cycle describes one completed cycle.

@@ -301,6 +301,27 @@ func printStatus(w io.Writer, st control.Status, loc *time.Location) {
 	case st.Reload.At != nil:
 		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.In(loc).Format("15:04:05"))
 	}
+	if sy := st.Sync; sy != nil {
+		what := "follower: another director writes the weights"
+		if sy.Writer {
+			what = "writer: this director writes the weights"
+		}
+		fmt.Fprintf(w, "sync: %s, %s (role %s, %s, leader %s)\n", sy.ID, what, sy.Role, sy.Phase, sy.Leader)
+		for _, p := range sy.Peers {
+			state := "in step"
+			if p.Unreachable {
+				state = "UNREACHABLE"
+				if p.LastError != "" {
+					state += ": " + p.LastError
+				}
+			}
+			last := "never"
+			if p.LastOK != nil {
+				last = ago(st.Now.Sub(*p.LastOK)) + " ago"
+			}
+			fmt.Fprintf(w, "  peer %s: %s (last accepted %s)\n", p.Address, state, last)
+		}
+	}
 	below, managed := 0, 0
 	for _, svc := range st.Services {
 		fmt.Fprintln(w)

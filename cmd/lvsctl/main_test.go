@@ -484,3 +484,21 @@ func TestErrors(t *testing.T) {
 		t.Errorf("status via -config: exit %d", code)
 	}
 }
+
+func TestStatusShowsSync(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC)
+	ok := now.Add(-2 * time.Second)
+	st := control.Status{Now: now, Reload: control.ReloadStatus{OK: true}, Sync: &control.SyncStatus{
+		ID: "director-b", Role: "standby", Writer: false, Phase: "standby", Epoch: 7, Leader: "director-a@7",
+		Peers: []control.SyncPeer{
+			{Address: "10.0.0.1:9773", LastOK: &ok},
+			{Address: "10.0.0.3:9773", Unreachable: true, LastError: "dial tcp 10.0.0.3:9773: connection refused"},
+		},
+	}}
+	var b bytes.Buffer
+	printStatus(&b, st, time.UTC)
+	contains(t, "status", b.String(),
+		"sync: director-b, follower: another director writes the weights (role standby, standby, leader director-a@7)",
+		"peer 10.0.0.1:9773: in step (last accepted 2s ago)",
+		"peer 10.0.0.3:9773: UNREACHABLE: dial tcp 10.0.0.3:9773: connection refused (last accepted never)")
+}
