@@ -63,8 +63,7 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 			keep.Sync = old.Sync
 		}
 		if old.Interval != cfg.Interval {
-			// monitor.Run sets its ticker once.
-			notes = append(notes, fmt.Sprintf("interval changed from %v to %v: the cycles keep their old pace until lvs-monitor restarts", old.Interval, cfg.Interval))
+			notes = append(notes, fmt.Sprintf("interval changed from %v to %v: applies from the next cycle", old.Interval, cfg.Interval))
 		}
 		m.Reload(keep)
 		return notes, nil

@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"lvs-feedback/agent"
 )
@@ -24,14 +23,17 @@ type HTTPAgentClient struct {
 // the polling CPU but costs two goroutines and two buffers per agent, about
 // 95 MB of RSS against 30 MB, and leaves stale connections to agents that
 // restart. A poll every few seconds does not need the saving.
-func NewHTTPAgentClient(timeout time.Duration) *HTTPAgentClient {
+//
+// Each poll is bounded by its context (the monitor gives it agent_timeout,
+// re-read at every cycle, so a reload takes effect); the client has no
+// timeout of its own.
+func NewHTTPAgentClient() *HTTPAgentClient {
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DisableKeepAlives:     true,
-		ResponseHeaderTimeout: timeout,
-		DisableCompression:    true,
+		Proxy:              nil,
+		DisableKeepAlives:  true,
+		DisableCompression: true,
 	}
-	return &HTTPAgentClient{Client: &http.Client{Transport: tr, Timeout: timeout}}
+	return &HTTPAgentClient{Client: &http.Client{Transport: tr}}
 }
 
 // Fetch implements AgentClient.

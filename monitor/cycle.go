@@ -30,6 +30,8 @@ type DestStatus struct {
 	AgentErr      error
 	Report        agent.Report  // the agent's reply this cycle (zero if none)
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
+	AgentOK       time.Time     // last good agent reply (zero: none since start)
+	WeightBefore  int           // kernel weight before this cycle's write
 	AgentStale    bool          // the agent has been silent longer than agent_expiry
 	Frozen        bool          // the service is frozen (fail static) this cycle
 	Ramp          float64       // slow-start factor, 1 when not ramping

@@ -108,7 +108,7 @@ func TestHostileAgentReplies(t *testing.T) {
 	must(t, err)
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
-	client := NewHTTPAgentClient(cfg.AgentTimeout)
+	client := NewHTTPAgentClient()
 	m, err := New(cfg, Deps{Table: table, Agents: client, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store, Metrics: metrics}, false)
 	must(t, err)
 

@@ -59,6 +59,8 @@ type Monitor struct {
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
 
+	reloaded chan struct{} // Reload signals Run: the interval may have changed
+
 	mu         sync.Mutex // guards last, sync and the reload fields
 	last       CycleReport
 	sync       *SyncStatus
@@ -90,7 +92,10 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		noted:   map[string]bool{},
 		frozen:  map[ipvs.ServiceKey]bool{},
 		started: deps.Now(),
+
+		reloaded: make(chan struct{}, 1),
 	}
+	deps.Metrics.reload(true, float64(deps.Now().Unix())) // the initial load counts as one
 	st, err := deps.Store.Load()
 	switch {
 	case err == nil:
@@ -129,7 +134,8 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 	if m.cfg.Sync.Enabled() {
 		return m.runPair(ctx, afterCycle)
 	}
-	t := time.NewTicker(m.cfg.Interval)
+	interval := m.Interval()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		rep, err := m.Cycle(ctx)
@@ -142,12 +148,35 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 		if afterCycle != nil {
 			afterCycle(rep, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !m.waitTick(ctx, t, &interval) {
 			return nil
-		case <-t.C:
 		}
 	}
+}
+
+// waitTick waits for the next tick of t. A reload that changes the interval
+// restarts the wait with the new one. It returns false when ctx ends.
+func (m *Monitor) waitTick(ctx context.Context, t *time.Ticker, interval *time.Duration) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-m.reloaded:
+			if i := m.Interval(); i != *interval {
+				*interval = i
+				t.Reset(i)
+			}
+		}
+	}
+}
+
+// Interval returns the running configuration's interval.
+func (m *Monitor) Interval() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Interval
 }
 
 // Last returns the report of the latest completed cycle.

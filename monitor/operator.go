@@ -96,6 +96,10 @@ func (m *Monitor) Reload(cfg Config) {
 	m.reloadedAt, m.reloadErr = m.deps.Now(), nil
 	m.mu.Unlock()
 	m.deps.Metrics.reload(true, float64(m.reloadedAt.Unix()))
+	select {
+	case m.reloaded <- struct{}{}:
+	default: // Run has a signal pending already
+	}
 	m.log.Info("configuration reloaded", "services", len(cfg.Services))
 }
 

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/netip"
@@ -100,4 +101,39 @@ func TestExplain(t *testing.T) {
 	if math.IsNaN(e.Step) {
 		t.Error("step NaN for a computed load")
 	}
+}
+
+// TestReloadChangesTheInterval: a reloaded interval applies without a
+// restart, even while Run waits out a long one.
+func TestReloadChangesTheInterval(t *testing.T) {
+	r := newRig(t)
+	r.cfg.Interval = time.Hour
+	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: mustStore(t, r.dir)}, false)
+	must(t, err)
+	cycles := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Run(ctx, func(CycleReport, error) { cycles <- struct{}{} })
+	}()
+	defer func() { cancel(); <-done }()
+	<-cycles // the first cycle runs at once; the next would be an hour away
+	cfg := r.cfg
+	cfg.Interval = 20 * time.Millisecond
+	m.Reload(cfg)
+	for i := range 3 {
+		select {
+		case <-cycles:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("cycle %d after reloading a 20 ms interval did not come", i+2)
+		}
+	}
+}
+
+func mustStore(t *testing.T, dir string) Store {
+	t.Helper()
+	s, err := NewFileStore(dir)
+	must(t, err)
+	return s
 }

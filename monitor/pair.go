@@ -136,12 +136,18 @@ func (m *Monitor) runPair(ctx context.Context, after func(CycleReport, error)) e
 	p.step(ctx)
 	p.cycle(ctx)
 	p.publish()
-	t := time.NewTicker(m.cfg.Interval)
+	interval := m.Interval()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-m.reloaded:
+			if i := m.Interval(); i != interval {
+				interval = i
+				t.Reset(interval)
+			}
 		case r := <-p.roles.Changes():
 			p.log.Info("sync: role changed", "role", r)
 			p.node.SetRole(r)

@@ -110,7 +110,7 @@ agent = %q
 	must(t, table.AddDestination(svc, rs2, 10))
 	store, err := NewFileStore(cfg.StateDir)
 	must(t, err)
-	m, err := New(cfg, Deps{Table: table, Agents: NewHTTPAgentClient(cfg.AgentTimeout), Prober: NetProber{}, Store: store}, false)
+	m, err := New(cfg, Deps{Table: table, Agents: NewHTTPAgentClient(), Prober: NetProber{}, Store: store}, false)
 	must(t, err)
 
 	rep := cycle(t, m)

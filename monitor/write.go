@@ -79,8 +79,10 @@ func statuses(rows []*destRow) []DestStatus {
 			reason = r.action.Reason
 		}
 		rec := r.rec
+		weightBefore := r.kernel.Weight
 		if r.wrote {
 			rec = r.action.Record
+			weightBefore = r.weightBefore
 		}
 		out = append(out, DestStatus{
 			Key:              r.key,
@@ -97,6 +99,8 @@ func statuses(rows []*destRow) []DestStatus {
 			AgentErr:         r.agentErr,
 			Report:           r.report,
 			AgentDuration:    r.agentDur,
+			AgentOK:          r.mem.agentOK,
+			WeightBefore:     weightBefore,
 			ControllerBefore: r.ctrlBefore,
 			ControllerAfter:  r.ctrlAfter,
 			AgentStale:       r.stale,

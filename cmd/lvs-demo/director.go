@@ -122,7 +122,7 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	defer closeLog()
 	m, err := monitor.New(cfg, monitor.Deps{
 		Table:  table,
-		Agents: monitor.NewHTTPAgentClient(cfg.AgentTimeout),
+		Agents: monitor.NewHTTPAgentClient(),
 		Prober: monitor.NetProber{},
 		Store:  store,
 		Logger: logger,

@@ -153,7 +153,7 @@ func runDirector(args []string) int {
 		return 1
 	}
 	defer os.RemoveAll(cfg.StateDir)
-	client := monitor.NewHTTPAgentClient(cfg.AgentTimeout)
+	client := monitor.NewHTTPAgentClient()
 	client.Client.Transport.(*http.Transport).DisableKeepAlives = !*keepAlive
 	timing := &timedAgents{inner: client}
 	m, err := monitor.New(cfg, monitor.Deps{Table: table, Agents: timing, Prober: monitor.NetProber{},

@@ -43,10 +43,6 @@ import (
 	"lvs-feedback/monitor"
 )
 
-// agentTimeoutBackstop bounds an agent poll if its context somehow does
-// not (interval and agent_timeout are far shorter).
-const agentTimeoutBackstop = 10 * time.Minute
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -101,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Each poll is bounded by the running agent_timeout (a context per
 		// poll); the client's own timeout is only a backstop, so that a
 		// reload raising agent_timeout takes effect.
-		Agents:  monitor.NewHTTPAgentClient(max(cfg.AgentTimeout, agentTimeoutBackstop)),
+		Agents:  monitor.NewHTTPAgentClient(),
 		Prober:  monitor.NetProber{},
 		Store:   store,
 		Logger:  log,

@@ -397,7 +397,7 @@ lvs_monitor_config_last_reload_successful 0
 		t.Fatalf("reload: exit %d", code)
 	}
 	contains(t, "reload output", out, "configuration reloaded", `metrics_listen changed from "" to ":9999": takes effect when lvs-monitor restarts`,
-		"interval changed from 1s to 2s: the cycles keep their old pace until lvs-monitor restarts")
+		"interval changed from 1s to 2s: applies from the next cycle")
 	st = statusJSON(t, r)
 	if !st.Reload.OK || st.Reload.Error != "" || st.Config.Coefficients["cpu"] != 0.2 || st.Config.Coefficients["memory"] != 0.2 || st.Config.IntervalSeconds != 2 {
 		t.Errorf("status after a good reload: %+v %+v", st.Reload, st.Config)
