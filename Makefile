@@ -11,6 +11,7 @@ help:
 	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
+	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -46,6 +47,16 @@ loadtest:
 VMTEST_LIST ?=
 test-kernel:
 	GO=$(GO) ./vmtest/run.sh $(VMTEST_LIST)
+
+# Balancing-quality benchmark (issue 7): every shipped scenario × 5 seeds ×
+# kernel scheduler × policy (static baselines, the LVS formula, the default
+# controller, the ideal-weights counterfactual, the references), with the
+# real monitor in the loop. Prints the table; BENCH_FLAGS adds lvs-sim flags
+# (e.g. BENCH_FLAGS="-plot docs/results -csv /tmp/bench.csv").
+# See docs/simulator.md.
+BENCH_FLAGS ?=
+bench-balance:
+	$(GO) run ./cmd/lvs-sim $(BENCH_FLAGS) sim/scenarios/*.toml
 
 # ---- install, package, systemd units (docs/operator-guide.md) ----------
 # make install [PREFIX=/usr/local] [DESTDIR=]: binaries, systemd units (their

@@ -1,0 +1,200 @@
+// Command lvs-sim runs the cluster simulator: every scenario × seed ×
+// kernel scheduler × weight policy, with the real lvs-monitor in the loop
+// for the monitor policies, and prints the balancing-quality table.
+//
+//	lvs-sim [flags] SCENARIO.toml...
+//
+// See docs/simulator.md.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"lvs-feedback/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "lvs-sim:", err)
+		os.Exit(1)
+	}
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lvs-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", prototypes, or NAME=monitor.toml")
+	var extra listFlag
+	fs.Var(&extra, "monitor", "add a policy `NAME=FILE` running the real monitor with FILE (monitor TOML without [[service]]); repeatable")
+	scheds := fs.String("sched", "", "comma-separated kernel `schedulers` (default: each scenario's list)")
+	seeds := fs.String("seeds", "", "comma-separated `seeds` (default: each scenario's list)")
+	nseeds := fs.Int("nseeds", 0, "use seeds 1..`N` instead of each scenario's list")
+	duration := fs.Duration("duration", 0, "override every scenario's `duration` (warm-up and events kept where they fit)")
+	agentWindow := fs.Duration("agent-window", 0, "override every scenario's agent sampling `window` (lvs-agent -interval)")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
+	plotDir := fs.String("plot", "", "write SVG time series of the first seed into `DIR`")
+	plotPolicies := fs.String("plot-policies", "", "policies to plot one file each for (default: all kernel policies)")
+	csvPath := fs.String("csv", "", "write one CSV line per run to `FILE`")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	pivot := fs.Bool("pivot", false, "print the compact policy × scenario table of p99/ideal (per scheduler) instead of the full table")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: lvs-sim [flags] SCENARIO.toml...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("no scenario given")
+	}
+
+	var scs []*sim.Scenario
+	for _, path := range fs.Args() {
+		sc, err := sim.LoadScenario(path)
+		if err != nil {
+			return err
+		}
+		if *agentWindow > 0 {
+			sc.Agent.Window = *agentWindow
+		}
+		if *duration > 0 {
+			sc.Duration = *duration
+			if sc.Warmup >= sc.Duration {
+				sc.Warmup = sc.Duration / 10
+			}
+			kept := sc.Events[:0]
+			for _, e := range sc.Events {
+				if e.At < sc.Duration {
+					kept = append(kept, e)
+				}
+			}
+			sc.Events = kept
+		}
+		scs = append(scs, sc)
+	}
+
+	var specs []sim.PolicySpec
+	for _, name := range splitList(*policies) {
+		spec, err := policySpec(name)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, spec)
+	}
+	for _, e := range extra {
+		spec, err := policySpec(e)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, spec)
+	}
+
+	b := &sim.Bench{Scenarios: scs, Policies: specs, Workers: *workers, KeepSeries: *plotDir != ""}
+	b.Schedulers = splitList(*scheds)
+	if *seeds != "" {
+		s, err := parseSeeds(*seeds)
+		if err != nil {
+			return err
+		}
+		b.Seeds = s
+	}
+	for i := 1; i <= *nseeds; i++ {
+		b.Seeds = append(b.Seeds, uint64(i))
+	}
+	start := time.Now()
+	if !*quiet {
+		b.Progress = func(done, total int) {
+			if done == total || done%25 == 0 {
+				fmt.Fprintf(stderr, "\r%d/%d runs, %.0fs", done, total, time.Since(start).Seconds())
+			}
+			if done == total {
+				fmt.Fprintln(stderr)
+			}
+		}
+	}
+	results, err := b.Run()
+	if err != nil {
+		return err
+	}
+	rows := sim.Summarise(results, scs, specs, b.Schedulers)
+	if *pivot {
+		if err := sim.WritePivot(stdout, rows, scs, specs); err != nil {
+			return err
+		}
+	} else if err := sim.WriteTable(stdout, rows, scs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d runs in %.1fs (%d workers). Times in ms; ± is the standard deviation over seeds; settle is the worst seed, in seconds, per event.\n",
+		len(results), time.Since(start).Seconds(), *workers)
+	if *csvPath != "" {
+		f, err := os.Create(*csvPath)
+		if err != nil {
+			return err
+		}
+		if err := sim.WriteCSV(f, results); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *plotDir != "" {
+		files, err := sim.WritePlots(*plotDir, results, scs, splitList(*plotPolicies))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d plots in %s\n", len(files), *plotDir)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// policySpec reads a built-in or prototype name, or NAME=FILE for a monitor
+// configuration file.
+func policySpec(s string) (sim.PolicySpec, error) {
+	name, file, ok := strings.Cut(s, "=")
+	if !ok {
+		return sim.BuiltinPolicy(s)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return sim.PolicySpec{}, fmt.Errorf("policy %s: %w", name, err)
+	}
+	return sim.PolicySpec{Name: name, Monitor: string(data)}, nil
+}
+
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for _, p := range splitList(s) {
+		v, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("seed %q: %w", p, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"math"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func loadShipped(t *testing.T, name string) *Scenario {
+	t.Helper()
+	sc, err := LoadScenario(filepath.Join("scenarios", name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// shorten keeps a scenario's first d seconds (events after it dropped).
+func shorten(sc *Scenario, d, warm time.Duration) *Scenario {
+	c := *sc
+	c.Duration, c.Warmup = d, warm
+	c.Events = nil
+	for _, e := range sc.Events {
+		if e.At < d {
+			c.Events = append(c.Events, e)
+		}
+	}
+	return &c
+}
+
+// TestIdealBeatsEqual: on servers of unequal capacity, the ideal-weights
+// counterfactual must beat static equal weights under every scheduler.
+func TestIdealBeatsEqual(t *testing.T) {
+	sc := shorten(loadShipped(t, "unequal"), 150*time.Second, 20*time.Second)
+	for _, sched := range []string{"wrr", "wlc"} {
+		for _, seed := range []uint64{1, 2} {
+			eq, err := RunOne(sc, seed, sched, PolicySpec{Name: PolEqual})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := RunOne(sc, seed, sched, PolicySpec{Name: PolIdeal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(id.P99 < eq.P99 && id.Mean < eq.Mean) {
+				t.Errorf("%s seed %d: ideal p99 %.3fs mean %.3fs, equal p99 %.3fs mean %.3fs: ideal should win",
+					sched, seed, id.P99, id.Mean, eq.P99, eq.Mean)
+			}
+			// And the pooled server bounds everything from below on the
+			// mean (same requests, one server of the total capacity).
+			po, err := RunOne(sc, seed, "", PolicySpec{Name: PolPooled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if po.Mean > id.Mean {
+				t.Errorf("%s seed %d: pooled mean %.4f above ideal %.4f", sched, seed, po.Mean, id.Mean)
+			}
+		}
+	}
+}
+
+// TestSameStream: every policy of a seed sees the same requests, and a run
+// is a pure function of its inputs (the real monitor included).
+func TestSameStream(t *testing.T) {
+	sc := shorten(loadShipped(t, "background"), 260*time.Second, 20*time.Second)
+	a, b := NewStream(sc, 9), NewStream(sc, 9)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two streams of one seed differ")
+	}
+	if c := NewStream(sc, 10); reflect.DeepEqual(a.Arrive[:100], c.Arrive[:100]) {
+		t.Fatal("streams of two seeds are equal")
+	}
+	spec, _ := BuiltinPolicy(PolDefault)
+	r1, err := RunOne(sc, 9, "wrr", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := RunOne(sc, 9, "wrr", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r1, r2) {
+		t.Errorf("two runs of the same seed differ:\n%+v\n%+v", r1, r2)
+	}
+}
+
+// TestMonitorInTheLoop runs the real monitor on the failover scenario and
+// checks what it did through the simulated table: it zeroes the failed
+// server within an interval and restores it; it never touches the server
+// the operator drained; the baselines' references hold.
+func TestMonitorInTheLoop(t *testing.T) {
+	sc := loadShipped(t, "failover")
+	spec, _ := BuiltinPolicy(PolLVS)
+	r := runInternal(t, sc, 1, "wlc", spec)
+	const c, d = 2, 3 // servers c and d
+	at := func(name string) float64 {
+		for _, e := range sc.Events {
+			if e.Server == name || e.Kind == name {
+				return e.At.Seconds()
+			}
+		}
+		t.Fatalf("no event %s", name)
+		return 0
+	}
+	fail, recov := at(EvFail), at(EvRecover)
+	drain, undrain := at(EvDrain), at(EvUndrain)
+	var zeroed, restored float64 = -1, -1
+	for _, h := range r.history {
+		if h.k == c && h.policy && h.w == 0 && zeroed < 0 && h.t >= fail {
+			zeroed = h.t
+		}
+		if h.k == c && h.policy && h.w > 0 && h.t > fail && restored < 0 {
+			restored = h.t
+		}
+		if h.k == d && h.policy && h.t > drain && h.t < undrain {
+			t.Errorf("monitor wrote weight %d to the drained server at %.1fs", h.w, h.t)
+		}
+	}
+	iv := r.pol.Interval()
+	if zeroed < 0 || zeroed-fail > iv+1e-9 {
+		t.Errorf("failed server zeroed at %.1fs, want within %.0fs of %.0fs", zeroed, iv, fail)
+	}
+	if restored < recov || restored-recov > 2*iv+1e-9 {
+		t.Errorf("recovered server restored at %.1fs, want within %.0fs after %.0fs", restored, 2*iv, recov)
+	}
+	res := r.result(false)
+	if res.Writes <= 0 || math.IsNaN(res.P99) {
+		t.Errorf("implausible result %+v", res)
+	}
+	// The monitor's cycles all succeeded.
+	if r.tickErrs != 0 {
+		t.Errorf("%d cycles failed: %v", r.tickErrs, r.firstErr)
+	}
+}
+
+// TestScenariosParse: every shipped scenario is valid; a typo is refused.
+func TestScenariosParse(t *testing.T) {
+	files, _ := filepath.Glob("scenarios/*.toml")
+	if len(files) < 5 {
+		t.Fatalf("only %d shipped scenarios", len(files))
+	}
+	for _, f := range files {
+		if _, err := LoadScenario(f); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := ParseScenario("x.toml", []byte("duration = \"10s\"\n[workload]\nutilisation = 0.5\nmean_demnd = \"1ms\"\n[[server]]\nspeed = 1\n"))
+	if err == nil {
+		t.Error("a misspelt key was accepted")
+	}
+	for _, cfg := range []string{LVSConfigTOML, "# defaults\n"} {
+		if _, err := MonitorConfig("t", cfg, loadShipped(t, "unequal")); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,454 @@
+package sim
+
+import (
+	"math"
+	"slices"
+)
+
+// Result is the outcome of one run (scenario, seed, scheduler, policy).
+// Times are in seconds.
+type Result struct {
+	Scenario  string
+	Scheduler string // "" for the references that do not use one
+	Policy    string
+	Seed      uint64
+
+	Requests   int // arriving after the warm-up
+	Failed     int // reached a dead server, or lost when it failed
+	Mean       float64
+	P50        float64
+	P95        float64
+	P99        float64
+	Util       []float64 // per server: mean busy fraction after the warm-up
+	UtilMax    float64
+	UtilSpread float64 // max − min over servers that were up
+	// Hot is the share of steady-state windows in which some server was
+	// above 95 % busy while the cluster as a whole was below 90 %.
+	Hot float64
+	// Weight writes by the policy per server per minute: after the
+	// warm-up, and in steady state only.
+	Writes       float64
+	SteadyWrites float64
+	// Osc is the steady-state weight oscillation: the coefficient of
+	// variation of each server's weight share, sampled every interval,
+	// averaged over servers (0 = constant weights).
+	Osc float64
+	// Flips is the number of steady-state direction reversals of a
+	// server's weight per server per minute.
+	Flips float64
+	// Settle is, per scenario event (NaN for events that change no
+	// capacity), the time from the event until every weight share is and
+	// stays within 10 % of the ideal share; +Inf when it never does before
+	// the next event (or the end).
+	Settle []float64
+	// IsKernel is false for the references (no weights).
+	IsKernel bool
+
+	series *series // kept for plots
+}
+
+// series holds the time series a plot needs (one run).
+type series struct {
+	dt      float64
+	busy    [][]float32 // per server (and pool)
+	weights [][]float32 // per sample
+	ideal   [][]float32
+	p99     []float64 // sliding p99 per sample (NaN when empty)
+	p99t    []float64
+}
+
+// percentile of sorted xs (nearest rank).
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(len(sorted)-1, i))]
+}
+
+// steadyPeriods returns the steady-state intervals: from warm-up (and
+// steady_after past the start) and steady_after past every event, to the
+// next event or the end.
+func steadyPeriods(sc *Scenario) [][2]float64 {
+	end := sc.Duration.Seconds()
+	after := sc.SteadyAfter.Seconds()
+	starts := []float64{0}
+	for _, e := range sc.Events {
+		starts = append(starts, e.At.Seconds())
+	}
+	var out [][2]float64
+	for i, s := range starts {
+		stop := end
+		if i+1 < len(starts) {
+			stop = starts[i+1]
+		}
+		a := math.Max(s+after, sc.Warmup.Seconds())
+		if a < stop {
+			out = append(out, [2]float64{a, stop})
+		}
+	}
+	return out
+}
+
+func inPeriods(ps [][2]float64, t float64) bool {
+	for _, p := range ps {
+		if t >= p[0] && t < p[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// result computes a run's statistics.
+func (r *run) result(keepSeries bool) Result {
+	sc := r.sc
+	warm := sc.Warmup.Seconds()
+	end := sc.Duration.Seconds()
+	n := len(sc.Servers)
+	res := Result{Scenario: sc.Name, Policy: r.pol.Name(), Seed: r.seed, IsKernel: r.pol.Kernel()}
+	if r.pol.Kernel() {
+		res.Scheduler = r.schedN
+	}
+
+	// Response times.
+	var rts []float64
+	var sum float64
+	for i, t := range r.st.Arrive {
+		if t < warm {
+			continue
+		}
+		res.Requests++
+		v := r.resp[i]
+		if v < 0 {
+			res.Failed++
+			continue
+		}
+		rts = append(rts, float64(v))
+		sum += float64(v)
+	}
+	slices.Sort(rts)
+	if len(rts) > 0 {
+		res.Mean = sum / float64(len(rts))
+	}
+	res.P50, res.P95, res.P99 = percentile(rts, 0.50), percentile(rts, 0.95), percentile(rts, 0.99)
+
+	// Utilisation per server after the warm-up (the pool for "pooled").
+	first := int(math.Ceil(warm / r.sampleDt))
+	last := int(end / r.sampleDt) // samples cover (i·dt, (i+1)·dt]
+	utilIdx := make([]int, 0, n)
+	if r.pool != nil {
+		utilIdx = append(utilIdx, len(r.srv)-1)
+	} else {
+		for k := 0; k < n; k++ {
+			utilIdx = append(utilIdx, k)
+		}
+	}
+	res.UtilMax, res.UtilSpread = 0, 0
+	lo := math.Inf(1)
+	for _, k := range utilIdx {
+		s := r.samples[k]
+		var u float64
+		cnt := 0
+		for i := first; i < last && i < len(s); i++ {
+			u += float64(s[i])
+			cnt++
+		}
+		if cnt > 0 {
+			u /= float64(cnt)
+		}
+		res.Util = append(res.Util, u)
+		res.UtilMax = math.Max(res.UtilMax, u)
+		lo = math.Min(lo, u)
+	}
+	if !math.IsInf(lo, 1) {
+		res.UtilSpread = res.UtilMax - lo
+	}
+
+	steady := steadyPeriods(sc)
+	res.Hot = r.hotShare(steady)
+
+	if r.pol.Kernel() {
+		r.weightStats(&res, steady)
+	} else {
+		res.Osc, res.Flips, res.Writes, res.SteadyWrites = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+		res.Settle = make([]float64, len(sc.Events))
+		for i := range res.Settle {
+			res.Settle[i] = math.NaN()
+		}
+	}
+	if keepSeries {
+		res.series = r.series()
+	}
+	return res
+}
+
+// hotShare is the share of steady windows where a server that is up was
+// above 95 % busy while the cluster (capacity-weighted) was below 90 %.
+func (r *run) hotShare(steady [][2]float64) float64 {
+	if r.pool != nil {
+		return 0
+	}
+	sc := r.sc
+	per := int(math.Round(sc.Window.Seconds() / r.sampleDt))
+	if per < 1 {
+		per = 1
+	}
+	n := len(sc.Servers)
+	total, hot := 0, 0
+	nS := len(r.samples[0])
+	for w0 := 0; w0+per <= nS; w0 += per {
+		t0 := float64(w0) * r.sampleDt
+		t1 := float64(w0+per) * r.sampleDt
+		if !inPeriods(steady, t0) || !inPeriods(steady, t1-1e-9) {
+			continue
+		}
+		var clusterBusy, clusterCap float64
+		maxBusy := 0.0
+		for k := 0; k < n; k++ {
+			var b float64
+			for i := w0; i < w0+per; i++ {
+				b += float64(r.samples[k][i])
+			}
+			b /= float64(per)
+			c := sc.Servers[k].Capacity()
+			if b == 0 && r.idealsAt(w0 + per - 1)[k] == 0 {
+				continue // down or drained
+			}
+			clusterBusy += b * c
+			clusterCap += c
+			maxBusy = math.Max(maxBusy, b)
+		}
+		total++
+		if clusterCap > 0 && maxBusy > 0.95 && clusterBusy/clusterCap < 0.90 {
+			hot++
+		}
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	return float64(hot) / float64(total)
+}
+
+func (r *run) idealsAt(i int) []float32 {
+	if i < len(r.ideals) {
+		return r.ideals[i]
+	}
+	return r.ideals[len(r.ideals)-1]
+}
+
+// weightsAt replays the weight history up to and including time t.
+type weightReplay struct {
+	w   []int
+	h   []weightChange
+	pos int
+}
+
+func (r *run) replay() *weightReplay {
+	return &weightReplay{w: slices.Clone(r.initW), h: r.history}
+}
+
+// advanceTo applies every change at or before t.
+func (wr *weightReplay) advanceTo(t float64) {
+	for wr.pos < len(wr.h) && wr.h[wr.pos].t <= t {
+		c := wr.h[wr.pos]
+		wr.w[c.k] = c.w
+		wr.pos++
+	}
+}
+
+// withinTolerance reports whether every weight share is within tol
+// (relative) of the ideal share; a server whose ideal is 0 must be at 0.
+func withinTolerance(w, ideal []int, tol float64) bool {
+	var sw, si float64
+	for k := range w {
+		sw += float64(w[k])
+		si += float64(ideal[k])
+	}
+	if sw == 0 || si == 0 {
+		return sw == si
+	}
+	for k := range w {
+		is := float64(ideal[k]) / si
+		ws := float64(w[k]) / sw
+		if is == 0 {
+			if ws != 0 {
+				return false
+			}
+			continue
+		}
+		if math.Abs(ws-is) > tol*is {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) weightStats(res *Result, steady [][2]float64) {
+	sc := r.sc
+	n := len(sc.Servers)
+	warm := sc.Warmup.Seconds()
+	end := sc.Duration.Seconds()
+
+	// Writes per server per minute.
+	var all, inSteady int
+	for _, c := range r.history {
+		if !c.policy || c.t < warm || c.t >= end {
+			continue
+		}
+		all++
+		if inPeriods(steady, c.t) {
+			inSteady++
+		}
+	}
+	var steadyLen float64
+	for _, p := range steady {
+		steadyLen += p[1] - p[0]
+	}
+	res.Writes = float64(all) / float64(n) / ((end - warm) / 60)
+	if steadyLen > 0 {
+		res.SteadyWrites = float64(inSteady) / float64(n) / (steadyLen / 60)
+	} else {
+		res.SteadyWrites = math.NaN()
+	}
+
+	// Oscillation: CV of weight shares sampled every interval in steady
+	// state; flips: steady direction reversals.
+	iv := sc.Interval.Seconds()
+	var cvSum float64
+	cvN := 0
+	for _, p := range steady {
+		wr := r.replay()
+		var shares [][]float64
+		for t := p[0]; t < p[1]; t += iv {
+			wr.advanceTo(t)
+			var sw float64
+			for _, x := range wr.w {
+				sw += float64(x)
+			}
+			row := make([]float64, n)
+			for k, x := range wr.w {
+				if sw > 0 {
+					row[k] = float64(x) / sw
+				}
+			}
+			shares = append(shares, row)
+		}
+		if len(shares) < 2 {
+			continue
+		}
+		for k := 0; k < n; k++ {
+			var m, m2 float64
+			for _, row := range shares {
+				m += row[k]
+			}
+			m /= float64(len(shares))
+			if m == 0 {
+				continue
+			}
+			for _, row := range shares {
+				m2 += (row[k] - m) * (row[k] - m)
+			}
+			cvSum += math.Sqrt(m2/float64(len(shares))) / m
+			cvN++
+		}
+	}
+	if cvN > 0 {
+		res.Osc = cvSum / float64(cvN)
+	}
+	prev := r.initW
+	prevDir := make([]int, n)
+	flips := 0
+	cur := slices.Clone(prev)
+	for _, c := range r.history {
+		d := 0
+		switch {
+		case c.w > cur[c.k]:
+			d = 1
+		case c.w < cur[c.k]:
+			d = -1
+		}
+		cur[c.k] = c.w
+		if !c.policy || c.w == 0 {
+			prevDir[c.k] = 0 // availability writes and the operator reset the direction
+			continue
+		}
+		if d != 0 && prevDir[c.k] != 0 && d != prevDir[c.k] && inPeriods(steady, c.t) {
+			flips++
+		}
+		if d != 0 {
+			prevDir[c.k] = d
+		}
+	}
+	if steadyLen > 0 {
+		res.Flips = float64(flips) / float64(n) / (steadyLen / 60)
+	}
+
+	// Settling after each event that changes the ideal weights.
+	res.Settle = make([]float64, len(sc.Events))
+	for i, e := range sc.Events {
+		res.Settle[i] = math.NaN()
+		ideal := r.idealW[i]
+		if ideal == nil {
+			continue
+		}
+		te := e.At.Seconds()
+		// Settling is judged until the next event that changes capacity
+		// happens at a later time (or the end).
+		tEnd := end
+		for j := i + 1; j < len(sc.Events); j++ {
+			if r.idealW[j] != nil && sc.Events[j].At.Seconds() > te {
+				tEnd = sc.Events[j].At.Seconds()
+				break
+			}
+		}
+		// The ideal after the last event at the same instant.
+		for j := i + 1; j < len(sc.Events) && sc.Events[j].At == e.At; j++ {
+			if r.idealW[j] != nil {
+				ideal = r.idealW[j]
+			}
+		}
+		wr := r.replay()
+		wr.advanceTo(te)
+		settled := 0.0
+		ok := withinTolerance(wr.w, ideal, 0.10)
+		for wr.pos < len(wr.h) && wr.h[wr.pos].t < tEnd {
+			t := wr.h[wr.pos].t
+			wr.advanceTo(t)
+			now := withinTolerance(wr.w, ideal, 0.10)
+			if now && !ok {
+				settled = t - te
+			}
+			ok = now
+		}
+		if ok {
+			res.Settle[i] = settled
+		} else {
+			res.Settle[i] = math.Inf(1)
+		}
+	}
+}
+
+// series builds the plot series: sliding p99 over 30 s of arrivals,
+// sampled every 5 s.
+func (r *run) series() *series {
+	s := &series{dt: r.sampleDt, busy: r.samples, weights: r.shares, ideal: r.ideals}
+	const win, step = 30.0, 5.0
+	end := r.sc.Duration.Seconds()
+	lo := 0
+	buf := make([]float64, 0, 1024)
+	for t := win; t <= end+1e-9; t += step {
+		for lo < len(r.st.Arrive) && r.st.Arrive[lo] < t-win {
+			lo++
+		}
+		buf = buf[:0]
+		for i := lo; i < len(r.st.Arrive) && r.st.Arrive[i] < t; i++ {
+			if v := r.resp[i]; v >= 0 {
+				buf = append(buf, float64(v))
+			}
+		}
+		slices.Sort(buf)
+		s.p99 = append(s.p99, percentile(buf, 0.99))
+		s.p99t = append(s.p99t, t)
+	}
+	return s
+}

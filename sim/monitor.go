@@ -1,0 +1,272 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"lvs-feedback/agent"
+	"lvs-feedback/ipvs"
+	"lvs-feedback/monitor"
+)
+
+// The simulated service and its servers' addresses.
+var simService = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddrPort("192.0.2.1:80")}
+
+func serverAddr(k int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(k / 250), byte(k%250 + 1)}), 80)
+}
+
+func agentAddr(k int) string {
+	a := serverAddr(k).Addr()
+	return netip.AddrPortFrom(a, agent.DefaultPort).String()
+}
+
+// MonitorConfig builds the monitor configuration a policy runs with: base
+// (monitor TOML without [[service]]) followed by the scenario's service and
+// servers (http probe with the scenario's reference, the servers'
+// configured weights), checked by monitor.ParseConfig like a file.
+func MonitorConfig(name, base string, sc *Scenario) (monitor.Config, error) {
+	var b strings.Builder
+	b.WriteString(base)
+	fmt.Fprintf(&b, "\n[[service]]\naddress = %q\n[service.probe]\ntype = \"http\"\npath = \"/\"\nreference = %q\n",
+		simService.String(), sc.Probe.Reference.String())
+	for k, s := range sc.Servers {
+		fmt.Fprintf(&b, "[[service.server]]\naddress = %q\nweight = %d\nagent = %q\n", serverAddr(k).String(), s.Weight, agentAddr(k))
+	}
+	cfg, err := monitor.ParseConfig(name, []byte(b.String()))
+	if err != nil {
+		return monitor.Config{}, fmt.Errorf("monitor configuration of policy %q: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// monitorPolicy runs the real lvs-monitor (monitor.Monitor) in the loop:
+// every configured interval the simulator calls Cycle, which reads the
+// simulated table, probes and polls the simulated agents, and writes
+// weights back through the table.
+type monitorPolicy struct {
+	name string
+	cfg  monitor.Config
+	m    *monitor.Monitor
+	tab  *simTable
+	ag   *simAgents
+	pr   *simProber
+}
+
+func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
+	cfg, err := MonitorConfig(name, base, sc)
+	if err != nil {
+		return nil, err
+	}
+	return &monitorPolicy{name: name, cfg: cfg}, nil
+}
+
+func (p *monitorPolicy) Name() string      { return p.name }
+func (p *monitorPolicy) Kernel() bool      { return true }
+func (p *monitorPolicy) Interval() float64 { return p.cfg.Interval.Seconds() }
+func (p *monitorPolicy) Start(r *run) error {
+	// The operator's table: every server at its configured weight.
+	for k, s := range r.sc.Servers {
+		r.dests[k].Weight = s.Weight
+	}
+	p.tab = &simTable{r: r, sched: r.schedN}
+	p.ag = &simAgents{r: r}
+	p.pr = &simProber{r: r, timeout: p.cfg.ProbeTimeout}
+	m, err := monitor.New(p.cfg, monitor.Deps{
+		Table:  p.tab,
+		Agents: p.ag,
+		Prober: p.pr,
+		Store:  &memStore{},
+		Now:    r.simTime,
+	}, false)
+	if err != nil {
+		return err
+	}
+	p.m = m
+	return nil
+}
+
+func (p *monitorPolicy) Tick(r *run) {
+	p.pr.measure()
+	if _, err := p.m.Cycle(context.Background()); err != nil {
+		r.tickErrs++
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+	}
+}
+func (p *monitorPolicy) AfterEvent(*run, *EventSpec) {}
+func (p *monitorPolicy) Route(*run, int) int         { return -1 }
+
+// simTable is the simulated director's IPVS table (ipvs.Table): one
+// service whose destinations are the run's servers in list order, with the
+// live weights and connection gauges and the estimator-refreshed
+// connection counters. SetWeight is a compare-and-set like the kernel
+// implementation's, and runs the scheduler's upd_dest.
+type simTable struct {
+	mu    sync.Mutex
+	r     *run
+	sched string
+}
+
+var _ ipvs.Table = (*simTable)(nil)
+
+func (t *simTable) Services() ([]ipvs.Service, error) {
+	return []ipvs.Service{{Key: simService, Scheduler: t.sched}}, nil
+}
+
+func (t *simTable) Destinations(svc ipvs.ServiceKey) ([]ipvs.Destination, error) {
+	if svc != simService {
+		return nil, fmt.Errorf("list destinations of %s: %w", svc, ipvs.ErrNotFound)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ipvs.Destination, len(t.r.dests))
+	for k, d := range t.r.dests {
+		out[k] = ipvs.Destination{
+			Addr: serverAddr(k), Weight: d.Weight,
+			ActiveConns: d.Active, InactiveConns: d.Inactive,
+			Connections: t.r.pub[k],
+		}
+	}
+	return out, nil
+}
+
+func (t *simTable) SetWeight(svc ipvs.ServiceKey, dst netip.AddrPort, from, to int) error {
+	op := fmt.Sprintf("set weight of %s in %s", dst, svc)
+	if to < 0 || to > ipvs.MaxWeight {
+		return fmt.Errorf("%s: weight %d: %w", op, to, ipvs.ErrWeightRange)
+	}
+	if svc != simService {
+		return fmt.Errorf("%s: %w", op, ipvs.ErrNotFound)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.r.dests {
+		if serverAddr(k) != dst {
+			continue
+		}
+		if t.r.dests[k].Weight != from {
+			return fmt.Errorf("%s: table holds weight %d, not %d: %w", op, t.r.dests[k].Weight, from, ipvs.ErrWeightChanged)
+		}
+		t.r.setWeight(k, to, true)
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, ipvs.ErrNotFound)
+}
+
+// simAgents answers the monitor's agent polls with each simulated agent's
+// latest sample (monitor.AgentClient). An agent whose server is down or
+// whose agent is stopped does not answer; a just-started agent has no
+// sample for its first window.
+type simAgents struct{ r *run }
+
+var errAgentUnreachable = errors.New("sim: agent unreachable")
+
+func (a *simAgents) Fetch(_ context.Context, addr string) (agent.Report, error) {
+	for k := range a.r.sc.Servers {
+		if agentAddr(k) != addr {
+			continue
+		}
+		s := a.r.srv[k]
+		if s.down || s.agentDown {
+			return agent.Report{}, fmt.Errorf("fetch %s: %w", addr, errAgentUnreachable)
+		}
+		if !a.r.agents[k].have {
+			return agent.Report{}, fmt.Errorf("fetch %s: %w", addr, agent.ErrNotReady)
+		}
+		return a.r.agents[k].report, nil
+	}
+	return agent.Report{}, fmt.Errorf("fetch %s: no such agent", addr)
+}
+
+// simProber answers the monitor's response probes (monitor.Prober). The
+// simulator measures every server just before each cycle (measure): a
+// probe is a small request of the scenario's probe demand that would share
+// the server with the n requests present, so it takes rtt +
+// demand/rate(n+1), times (1 + noise). A down server refuses; a probe
+// slower than probe_timeout times out, as a real one would.
+type simProber struct {
+	r       *run
+	timeout time.Duration
+	rtt     []time.Duration
+	err     []error
+}
+
+var errRefused = errors.New("sim: connection refused")
+
+func (p *simProber) measure() {
+	n := len(p.r.sc.Servers)
+	p.rtt = make([]time.Duration, n)
+	p.err = make([]error, n)
+	pm := p.r.sc.Probe
+	for k := 0; k < n; k++ {
+		s := p.r.srv[k]
+		nz := p.r.probeR[k].NormFloat64()
+		if s.down {
+			p.err[k] = errRefused
+			continue
+		}
+		sec := pm.RTT.Seconds()
+		if rate := s.rate(len(s.jobs) + 1); rate > 0 {
+			sec += pm.Demand.Seconds() / rate
+		} else {
+			sec = math.Inf(1)
+		}
+		sec *= math.Max(0.1, 1+pm.Noise*nz)
+		if sec >= p.timeout.Seconds() {
+			p.err[k] = context.DeadlineExceeded
+			continue
+		}
+		p.rtt[k] = time.Duration(sec * float64(time.Second))
+	}
+}
+
+func (p *simProber) Probe(_ context.Context, server netip.AddrPort, _ monitor.ProbeConfig) (time.Duration, error) {
+	for k := range p.rtt {
+		if serverAddr(k) == server {
+			if p.err[k] != nil {
+				return 0, fmt.Errorf("probe %s: %w", server, p.err[k])
+			}
+			return p.rtt[k], nil
+		}
+	}
+	return 0, fmt.Errorf("probe %s: %w", server, errRefused)
+}
+
+// memStore is an in-memory monitor.Store.
+type memStore struct {
+	mu sync.Mutex
+	st monitor.State
+}
+
+func (s *memStore) Load() (monitor.State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st == nil {
+		return monitor.State{}, fmt.Errorf("sim state: %w", fs.ErrNotExist)
+	}
+	return copyState(s.st), nil
+}
+
+func (s *memStore) Save(st monitor.State) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st = copyState(st)
+	return nil
+}
+
+func copyState(st monitor.State) monitor.State {
+	out := make(monitor.State, len(st))
+	for k, v := range st {
+		out[k] = v
+	}
+	return out
+}

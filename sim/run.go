@@ -1,0 +1,492 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"lvs-feedback/agent"
+)
+
+// Event kinds of the discrete-event loop.
+const (
+	evArrival uint8 = iota
+	evDepart
+	evInactive
+	evTick
+	evAgent
+	evEstimator
+	evScenario
+	evSample
+)
+
+type event struct {
+	t    float64
+	seq  uint64
+	kind uint8
+	k    int32
+	ver  uint64
+}
+
+// evHeap is a min-heap on (t, seq): simultaneous events run in the order
+// they were scheduled, so a run is a pure function of its inputs.
+type evHeap []event
+
+func (h evHeap) less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+
+func (h *evHeap) push(e event) {
+	*h = append(*h, e)
+	a := *h
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !a.less(i, p) {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *evHeap) pop() event {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && a.less(r, l) {
+			m = r
+		}
+		if !a.less(m, i) {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return top
+}
+
+// weightChange is one entry of a destination's weight history.
+type weightChange struct {
+	t      float64
+	k      int
+	w      int
+	policy bool // written by the policy (false: by the operator)
+}
+
+// agentState is a simulated lvs-agent's latest published sample.
+type agentState struct {
+	have     bool
+	started  bool
+	report   agent.Report
+	lastBusy float64
+	lastT    float64
+}
+
+// run is one simulation: one scenario, seed, scheduler and policy.
+type run struct {
+	sc     *Scenario
+	st     *Stream
+	seed   uint64
+	pol    policy
+	sched  Scheduler
+	schedN string
+
+	now     float64
+	end     float64 // arrivals stop here
+	ev      evHeap
+	seq     uint64
+	srv     []*server // the real servers; with the pooled policy, one more: the pool
+	pool    *server
+	dests   []Dest   // the kernel's view (weights, connection gauges)
+	conns   []uint32 // cumulative connections scheduled (live)
+	pub     []uint32 // as last published by the rate estimator
+	drained []bool   // by the operator
+	agents  []agentState
+	agentR  []*rand.Rand
+	probeR  []*rand.Rand
+
+	resp     []float32 // per request: response time; -1 failed; NaN never finished
+	served   []int32   // per request: server index
+	writes   []int     // policy weight writes per server
+	history  []weightChange
+	initW    []int       // weights at the start
+	idealW   [][]int     // ideal weights after each scenario event (nil: not a capacity event)
+	samples  [][]float32 // per server: busy fraction in each sample period
+	sampleDt float64
+	lastBusy []float64
+	shares   [][]float32 // per sample: per server weight
+	ideals   [][]float32 // per sample: per server ideal weight
+	tickErrs int
+	firstErr error
+}
+
+// newRun prepares a run; nothing is simulated until loop.
+func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy) (*run, error) {
+	n := len(sc.Servers)
+	r := &run{
+		sc: sc, st: st, seed: seed, pol: pol, schedN: schedName,
+		end:      sc.Duration.Seconds(),
+		dests:    make([]Dest, n),
+		conns:    make([]uint32, n),
+		pub:      make([]uint32, n),
+		drained:  make([]bool, n),
+		agents:   make([]agentState, n),
+		writes:   make([]int, n),
+		resp:     make([]float32, st.Len()),
+		served:   make([]int32, st.Len()),
+		idealW:   make([][]int, len(sc.Events)),
+		sampleDt: 1,
+	}
+	for i := range r.resp {
+		r.resp[i] = float32(math.NaN())
+		r.served[i] = -1
+	}
+	for i, s := range sc.Servers {
+		r.srv = append(r.srv, newServer(s))
+		r.agentR = append(r.agentR, newRand(seed, streamAgent+uint64(i)))
+		r.probeR = append(r.probeR, newRand(seed, streamProbe+uint64(i)))
+	}
+	if err := pol.Start(r); err != nil {
+		return nil, err
+	}
+	if pol.Kernel() {
+		r.initW = make([]int, n)
+		for k := range r.dests {
+			r.initW[k] = r.dests[k].Weight
+		}
+		s, err := NewScheduler(schedName, r.dests)
+		if err != nil {
+			return nil, err
+		}
+		r.sched = s
+	}
+	r.samples = make([][]float32, len(r.srv))
+	r.lastBusy = make([]float64, len(r.srv))
+	return r, nil
+}
+
+func (r *run) schedule(t float64, kind uint8, k int, ver uint64) {
+	r.seq++
+	r.ev.push(event{t: t, seq: r.seq, kind: kind, k: int32(k), ver: ver})
+}
+
+// setWeight changes destination k's weight in the kernel table: the
+// scheduler's upd_dest runs, and the change is recorded.
+func (r *run) setWeight(k, w int, byPolicy bool) {
+	if r.dests[k].Weight == w {
+		return
+	}
+	r.dests[k].Weight = w
+	if r.sched != nil {
+		r.sched.DestChanged(r.dests)
+	}
+	if byPolicy {
+		r.writes[k]++
+	}
+	r.history = append(r.history, weightChange{t: r.now, k: k, w: w, policy: byPolicy})
+}
+
+// idealWeight is the weight proportional to server k's true current
+// capacity (100 for the largest nominal server), 0 when it is down or
+// drained.
+func (r *run) idealWeight(k int) int {
+	s := r.srv[k]
+	if s.down || r.drained[k] || s.capacity <= 0 {
+		return 0
+	}
+	maxNom := 0.0
+	for _, sp := range r.sc.Servers {
+		maxNom = math.Max(maxNom, sp.Capacity())
+	}
+	return max(1, int(math.Round(100*s.capacity/maxNom)))
+}
+
+func (r *run) idealWeights() []int {
+	w := make([]int, len(r.sc.Servers))
+	for k := range w {
+		w[k] = r.idealWeight(k)
+	}
+	return w
+}
+
+// reschedule plans server k's next departure.
+func (r *run) reschedule(k int) {
+	s := r.srv[k]
+	s.ver++
+	if t := s.nextDeparture(); !math.IsInf(t, 1) {
+		r.schedule(t, evDepart, k, s.ver)
+	}
+}
+
+// addInactive counts a connection as inactive on k for d seconds.
+func (r *run) addInactive(k int, d float64) {
+	if d <= 0 || k >= len(r.dests) {
+		return
+	}
+	r.dests[k].Inactive++
+	r.schedule(r.now+d, evInactive, k, 0)
+}
+
+// arrive dispatches request i.
+func (r *run) arrive(i int) {
+	var k int
+	if r.pol.Kernel() {
+		k = r.sched.Schedule(r.dests)
+	} else {
+		k = r.pol.Route(r, i)
+	}
+	if k < 0 {
+		r.resp[i] = -1 // no destination available
+		return
+	}
+	r.served[i] = int32(k)
+	if k < len(r.conns) {
+		r.conns[k]++
+	}
+	s := r.srv[k]
+	if s.down {
+		// The connection reaches a dead server: it fails, and lingers in
+		// the director's table as inactive.
+		r.resp[i] = -1
+		r.addInactive(k, r.sc.Director.Linger.Seconds())
+		return
+	}
+	s.advance(r.now)
+	s.push(r.st.Demand[i], i)
+	if k < len(r.dests) {
+		r.dests[k].Active++
+	}
+	r.reschedule(k)
+}
+
+// depart completes every request of server k whose tag is reached.
+func (r *run) depart(k int) {
+	s := r.srv[k]
+	s.advance(r.now)
+	for s.done() {
+		j := s.pop()
+		r.resp[j.req] = float32(r.now - r.st.Arrive[j.req])
+		if k < len(r.dests) {
+			r.dests[k].Active--
+			r.addInactive(k, float64(r.st.Idle[j.req])+r.sc.Director.Linger.Seconds())
+		}
+	}
+	r.reschedule(k)
+}
+
+// applyEvent applies scenario event i.
+func (r *run) applyEvent(i int) {
+	e := &r.sc.Events[i]
+	k := e.server
+	s := r.srv[k]
+	s.advance(r.now)
+	switch e.Kind {
+	case EvBackground:
+		s.background = e.Fraction
+	case EvSpeed:
+		s.speedFactor = e.Factor
+	case EvFail:
+		if !s.down {
+			for _, j := range s.jobs {
+				r.resp[j.req] = -1
+				r.dests[k].Active--
+				r.addInactive(k, r.sc.Director.Linger.Seconds())
+			}
+			s.jobs = s.jobs[:0]
+			s.down = true
+		}
+	case EvRecover:
+		s.down = false
+	case EvDrain:
+		r.drained[k] = true
+		if r.pol.Kernel() {
+			r.setWeight(k, 0, false) // ipvsadm -e … -w 0
+		}
+	case EvUndrain:
+		r.drained[k] = false
+		if r.pol.Kernel() {
+			r.setWeight(k, e.Weight, false)
+		}
+	case EvAgentDown:
+		s.agentDown = true
+	case EvAgentUp:
+		s.agentDown = false
+	}
+	s.recompute()
+	r.reschedule(k)
+	if r.pool != nil {
+		r.updatePool()
+	}
+	r.pol.AfterEvent(r, e)
+	if changesCapacity(e.Kind) {
+		r.idealW[i] = r.idealWeights()
+	}
+}
+
+// agentSample is server k's agent taking its periodic sample.
+func (r *run) agentSample(k int) {
+	s := r.srv[k]
+	a := &r.agents[k]
+	rng := r.agentR[k]
+	// Always draw the same noise, so every policy sees the same sequence.
+	nz := [4]float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+	sigma := r.sc.Agent.Noise
+	if s.down {
+		a.have, a.started = false, false // the machine is off: the agent restarts with it
+		return
+	}
+	s.advance(r.now)
+	if a.started && r.now > a.lastT {
+		cpu := (s.busyInt - a.lastBusy) / (r.now - a.lastT)
+		n := float64(len(s.jobs))
+		conns := float64(r.dests[k].Active + r.dests[k].Inactive)
+		procs := (n + s.background*s.spec.Cores) / s.spec.Cores
+		a.report = agent.Report{
+			Schema:    agent.SchemaVersion,
+			Time:      r.simTime(),
+			Source:    "sim",
+			CPU:       clampLoad(cpu+sigma*nz[0], 1),
+			Memory:    clampLoad(r.sc.Agent.MemoryBase+r.sc.Agent.MemoryPerConn*conns+sigma*nz[1], 1),
+			Disk:      clampLoad(r.sc.Agent.Disk+sigma*nz[2], 1),
+			Processes: clampLoad(procs+sigma*nz[3], agent.MaxLoad),
+		}
+		a.report.Raw.CPUBusy = a.report.CPU
+		a.report.Raw.CPUs = s.spec.Cores
+		a.report.Raw.WindowSeconds = r.now - a.lastT
+		a.have = true
+	}
+	a.started = true
+	a.lastBusy, a.lastT = s.busyInt, r.now
+}
+
+func clampLoad(v, hi float64) float64 { return math.Max(0, math.Min(hi, v)) }
+
+// simEpoch is the wall-clock time the simulated clock starts at.
+var simEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (r *run) simTime() time.Time {
+	return simEpoch.Add(time.Duration(r.now * float64(time.Second)))
+}
+
+// sample records the per-second series (utilisation, weights).
+func (r *run) sample() {
+	n := len(r.sc.Servers)
+	w := make([]float32, n)
+	iw := make([]float32, n)
+	for k, s := range r.srv {
+		s.advance(r.now)
+		r.samples[k] = append(r.samples[k], float32((s.busyInt-r.lastBusy[k])/r.sampleDt))
+		r.lastBusy[k] = s.busyInt
+	}
+	for k := 0; k < n; k++ {
+		w[k] = float32(r.dests[k].Weight)
+		iw[k] = float32(r.idealWeight(k))
+	}
+	r.shares = append(r.shares, w)
+	r.ideals = append(r.ideals, iw)
+}
+
+// loop runs the simulation to the end and until every admitted request has
+// left (arrivals and periodic work stop at the scenario's duration).
+func (r *run) loop() error {
+	if r.st.Len() > 0 {
+		r.schedule(r.st.Arrive[0], evArrival, 0, 0)
+	}
+	for i := range r.sc.Events {
+		r.schedule(r.sc.Events[i].At.Seconds(), evScenario, i, 0)
+	}
+	if iv := r.pol.Interval(); iv > 0 {
+		// The controller started at some moment unrelated to the
+		// scenario's events: its first cycle falls at a seeded random
+		// phase of its interval.
+		r.schedule(newRand(r.seed, streamTick).Float64()*iv, evTick, 0, 0)
+	}
+	ph := newRand(r.seed, streamPhase)
+	win := r.sc.Agent.Window.Seconds()
+	for k := range r.sc.Servers {
+		r.schedule(ph.Float64()*win, evAgent, k, 0)
+	}
+	r.schedule(r.sc.Director.Estimator.Seconds(), evEstimator, 0, 0)
+	r.schedule(r.sampleDt, evSample, 0, 0)
+
+	for len(r.ev) > 0 {
+		e := r.ev.pop()
+		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario
+		if e.t > r.end && periodic {
+			continue // after the end only departures and expiries remain
+		}
+		r.now = e.t
+		switch e.kind {
+		case evArrival:
+			i := int(e.k)
+			r.arrive(i)
+			if i+1 < r.st.Len() {
+				r.schedule(r.st.Arrive[i+1], evArrival, i+1, 0)
+			}
+		case evDepart:
+			if e.ver == r.srv[e.k].ver {
+				r.depart(int(e.k))
+			}
+		case evInactive:
+			r.dests[e.k].Inactive--
+		case evTick:
+			r.pol.Tick(r)
+			r.schedule(r.now+r.pol.Interval(), evTick, 0, 0)
+		case evAgent:
+			r.agentSample(int(e.k))
+			r.schedule(r.now+win, evAgent, int(e.k), 0)
+		case evEstimator:
+			copy(r.pub, r.conns)
+			r.schedule(r.now+r.sc.Director.Estimator.Seconds(), evEstimator, 0, 0)
+		case evScenario:
+			r.applyEvent(int(e.k))
+		case evSample:
+			r.sample()
+			r.schedule(r.now+r.sampleDt, evSample, 0, 0)
+		}
+	}
+	if r.firstErr != nil {
+		return fmt.Errorf("%d policy ticks failed, first: %w", r.tickErrs, r.firstErr)
+	}
+	return nil
+}
+
+// updatePool sets the pooled server to the cluster's current total:
+// the capacity of every server that is up and not drained, each request
+// at most as fast as the fastest such server's core.
+func (r *run) updatePool() {
+	p := r.pool
+	p.advance(r.now)
+	var capSum, fullSum, bg, pj float64
+	for k, s := range r.srv[:len(r.sc.Servers)] {
+		if s.down || r.drained[k] {
+			continue
+		}
+		capSum += s.capacity
+		fullSum += s.full
+		bg += s.bgBusy * s.full
+		pj = math.Max(pj, s.perJob)
+	}
+	p.perJob, p.capacity, p.full = pj, capSum, fullSum
+	p.bgBusy = 0
+	if fullSum > 0 {
+		p.bgBusy = bg / fullSum
+	}
+	p.down = capSum <= 0
+	r.reschedule(len(r.srv) - 1)
+}

@@ -1,0 +1,427 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Scenario is one simulated cluster, its workload and its events, read from
+// a TOML file (docs/simulator.md describes every key).
+type Scenario struct {
+	Name        string        `toml:"name"`
+	Description string        `toml:"description"`
+	Duration    time.Duration `toml:"duration"`
+	// Warmup is left out of every statistic (requests arriving before it,
+	// time before it).
+	Warmup time.Duration `toml:"warmup"`
+	Seeds  []uint64      `toml:"seeds"`
+	// Schedulers are the kernel schedulers to run the kernel policies with.
+	Schedulers []string `toml:"schedulers"`
+	// Interval is the baselines' health-check interval and the unit in
+	// which settling is judged; the monitor policies use their own
+	// configured interval. Default 5s (the monitor's default).
+	Interval time.Duration `toml:"interval"`
+	// SteadyAfter: a window this long after the start and after every
+	// event is not "steady state" (writes, oscillation, hot windows).
+	SteadyAfter time.Duration `toml:"steady_after"`
+	// Window is the length of the utilisation windows used for the
+	// "server above 95 % while the cluster is below 90 %" check.
+	Window time.Duration `toml:"window"`
+
+	Workload Workload     `toml:"workload"`
+	Director Director     `toml:"director"`
+	Probe    ProbeModel   `toml:"probe"`
+	Agent    AgentModel   `toml:"agent"`
+	Servers  []ServerSpec `toml:"server"`
+	Events   []EventSpec  `toml:"event"`
+
+	// File is where the scenario was read from (empty when built in code).
+	File string `toml:"-"`
+}
+
+// Workload describes the request stream.
+type Workload struct {
+	// Utilisation is the offered load as a fraction of the cluster's total
+	// nominal capacity; Rate (connections per second) is the alternative.
+	// Exactly one is set.
+	Utilisation float64 `toml:"utilisation"`
+	Rate        float64 `toml:"rate"`
+	// Demand is the service-demand distribution: "pareto" (bounded Pareto,
+	// default), "exp" or "fixed". MeanDemand is its mean, in time at
+	// speed 1.
+	Demand     string        `toml:"demand"`
+	MeanDemand time.Duration `toml:"mean_demand"`
+	Alpha      float64       `toml:"alpha"`     // pareto shape, default 1.2
+	MaxRatio   float64       `toml:"max_ratio"` // pareto upper/lower bound, default 1000
+
+	Wave      Wave      `toml:"wave"`
+	Bursts    Bursts    `toml:"bursts"`
+	Keepalive Keepalive `toml:"keepalive"`
+}
+
+// Wave multiplies the arrival rate by 1 + amplitude·sin(2πt/period).
+type Wave struct {
+	Amplitude float64       `toml:"amplitude"`
+	Period    time.Duration `toml:"period"`
+}
+
+// Bursts multiply the arrival rate by Factor for Length every Every,
+// starting at Start.
+type Bursts struct {
+	Every  time.Duration `toml:"every"`
+	Length time.Duration `toml:"length"`
+	Factor float64       `toml:"factor"`
+	Start  time.Duration `toml:"start"`
+}
+
+// Keepalive: a Fraction of connections stay open, idle, for an
+// exponentially distributed time of mean IdleMean after their response.
+// Idle connections count as inactive in the director's table.
+type Keepalive struct {
+	Fraction float64       `toml:"fraction"`
+	IdleMean time.Duration `toml:"idle_mean"`
+}
+
+// Director models the parts of the director the schedulers see.
+type Director struct {
+	// Linger is how long a closed (or failed) connection stays in the
+	// connection table as inactive. IPVS's default tcpfin timeout is 120 s;
+	// the default here is 0 (closed connections vanish at once).
+	Linger time.Duration `toml:"linger"`
+	// Estimator is how often the cumulative connection counters the
+	// monitor reads are refreshed (the kernel's rate estimator: 2 s).
+	Estimator time.Duration `toml:"estimator"`
+}
+
+// ProbeModel is the response-time probe the monitor sends: a small request
+// of Demand (time at speed 1) plus a network round trip RTT. Reference is
+// the monitor's probe.reference ("fully loaded"). Noise is the relative
+// standard deviation of a multiplicative noise.
+type ProbeModel struct {
+	Reference time.Duration `toml:"reference"`
+	RTT       time.Duration `toml:"rtt"`
+	Demand    time.Duration `toml:"demand"`
+	Noise     float64       `toml:"noise"`
+}
+
+// AgentModel is what the simulated lvs-agent reports.
+type AgentModel struct {
+	// Window is the agent's sampling interval (lvs-agent -interval, 1 s).
+	Window time.Duration `toml:"window"`
+	// Noise is the standard deviation of Gaussian noise added to every
+	// reported load.
+	Noise float64 `toml:"noise"`
+	// Memory = MemoryBase + MemoryPerConn·(active + inactive connections).
+	MemoryBase    float64 `toml:"memory_base"`
+	MemoryPerConn float64 `toml:"memory_per_conn"`
+	Disk          float64 `toml:"disk"`
+}
+
+// ServerSpec is one real server. Its nominal capacity is Cores·Speed
+// (work per second); one request runs on at most one core.
+type ServerSpec struct {
+	Name  string  `toml:"name"`
+	Speed float64 `toml:"speed"` // per-core speed, 1 = reference core
+	Cores float64 `toml:"cores"` // default 1
+	// Weight is the operator's configured weight: the static-nominal
+	// baseline and the monitor's default weight. Default: proportional to
+	// the nominal capacity, 10 for the smallest server.
+	Weight int `toml:"weight"`
+}
+
+// Capacity returns the nominal capacity cores·speed.
+func (s ServerSpec) Capacity() float64 { return s.Cores * s.Speed }
+
+// EventSpec is something that happens to one server at a time.
+type EventSpec struct {
+	At     time.Duration `toml:"at"`
+	Server string        `toml:"server"`
+	// Kind: "background" (Fraction of the CPU taken by another job; 0 ends
+	// it), "speed" (Factor of the nominal speed: 0.5 = degraded to half,
+	// 1 = restored), "fail", "recover", "drain" (the operator writes weight
+	// 0), "undrain" (the operator writes Weight, default the server's
+	// configured weight), "agent_down", "agent_up".
+	Kind     string  `toml:"kind"`
+	Fraction float64 `toml:"fraction"`
+	Factor   float64 `toml:"factor"`
+	Weight   int     `toml:"weight"`
+
+	server int // index, filled by check
+}
+
+// Event kinds.
+const (
+	EvBackground = "background"
+	EvSpeed      = "speed"
+	EvFail       = "fail"
+	EvRecover    = "recover"
+	EvDrain      = "drain"
+	EvUndrain    = "undrain"
+	EvAgentDown  = "agent_down"
+	EvAgentUp    = "agent_up"
+)
+
+// Schedulers the simulator reproduces.
+var SchedulerNames = []string{"rr", "wrr", "lc", "wlc", "sed"}
+
+// LoadScenario reads and checks a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := ParseScenario(path, data)
+	if err != nil {
+		return nil, err
+	}
+	sc.File = path
+	return sc, nil
+}
+
+// ParseScenario decodes a scenario, fills defaults and checks it. Unknown
+// keys are errors.
+func ParseScenario(name string, data []byte) (*Scenario, error) {
+	var sc Scenario
+	md, err := toml.Decode(string(data), &sc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var keys []string
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		return nil, fmt.Errorf("%s: unknown keys: %s", name, strings.Join(keys, ", "))
+	}
+	if sc.Name == "" {
+		sc.Name = strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	}
+	if err := sc.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &sc, nil
+}
+
+// Check fills defaults and validates the scenario.
+func (sc *Scenario) Check() error {
+	var errs []error
+	bad := func(f string, a ...any) { errs = append(errs, fmt.Errorf(f, a...)) }
+
+	if sc.Duration <= 0 {
+		bad("duration must be positive")
+	}
+	if sc.Warmup < 0 || sc.Warmup >= sc.Duration {
+		bad("warmup must be in [0, duration)")
+	}
+	if len(sc.Seeds) == 0 {
+		sc.Seeds = []uint64{1, 2, 3, 4, 5}
+	}
+	if len(sc.Schedulers) == 0 {
+		sc.Schedulers = []string{"wrr", "wlc"}
+	}
+	for _, s := range sc.Schedulers {
+		if !slices.Contains(SchedulerNames, s) {
+			bad("scheduler %q: want one of %v", s, SchedulerNames)
+		}
+	}
+	if sc.Interval == 0 {
+		sc.Interval = 5 * time.Second
+	}
+	if sc.SteadyAfter == 0 {
+		sc.SteadyAfter = 60 * time.Second
+	}
+	if sc.Window == 0 {
+		sc.Window = 30 * time.Second
+	}
+	if sc.Interval < 0 || sc.SteadyAfter < 0 || sc.Window < 0 {
+		bad("interval, steady_after and window must be positive")
+	}
+
+	w := &sc.Workload
+	if (w.Utilisation > 0) == (w.Rate > 0) {
+		bad("workload: set exactly one of utilisation and rate")
+	}
+	if w.Utilisation < 0 || w.Rate < 0 {
+		bad("workload: utilisation and rate must be positive")
+	}
+	if w.Demand == "" {
+		w.Demand = "pareto"
+	}
+	switch w.Demand {
+	case "pareto", "exp", "fixed":
+	default:
+		bad("workload.demand %q: want pareto, exp or fixed", w.Demand)
+	}
+	if w.MeanDemand <= 0 {
+		bad("workload.mean_demand must be positive")
+	}
+	if w.Alpha == 0 {
+		w.Alpha = 1.2
+	}
+	if w.MaxRatio == 0 {
+		w.MaxRatio = 1000
+	}
+	if w.Alpha <= 0 || w.Alpha == 1 || w.MaxRatio <= 1 {
+		bad("workload: alpha must be positive and not 1, max_ratio above 1")
+	}
+	if w.Wave.Amplitude < 0 || w.Wave.Amplitude >= 1 || (w.Wave.Amplitude > 0 && w.Wave.Period <= 0) {
+		bad("workload.wave: amplitude in [0,1) and a positive period")
+	}
+	if w.Bursts.Factor != 0 && (w.Bursts.Factor < 0 || w.Bursts.Every <= 0 || w.Bursts.Length <= 0 || w.Bursts.Length > w.Bursts.Every) {
+		bad("workload.bursts: positive factor, every ≥ length > 0")
+	}
+	if w.Keepalive.Fraction < 0 || w.Keepalive.Fraction > 1 || (w.Keepalive.Fraction > 0 && w.Keepalive.IdleMean <= 0) {
+		bad("workload.keepalive: fraction in [0,1] and a positive idle_mean")
+	}
+
+	if sc.Director.Estimator == 0 {
+		sc.Director.Estimator = 2 * time.Second
+	}
+	if sc.Director.Linger < 0 || sc.Director.Estimator < 0 {
+		bad("director: linger and estimator must not be negative")
+	}
+	p := &sc.Probe
+	if p.Reference == 0 {
+		p.Reference = 100 * time.Millisecond
+	}
+	if p.RTT == 0 {
+		p.RTT = 500 * time.Microsecond
+	}
+	if p.Demand == 0 {
+		p.Demand = 5 * time.Millisecond
+	}
+	if p.Reference < 0 || p.RTT < 0 || p.Demand < 0 || p.Noise < 0 {
+		bad("probe: durations and noise must not be negative")
+	}
+	a := &sc.Agent
+	if a.Window == 0 {
+		a.Window = time.Second
+	}
+	if a.MemoryBase == 0 {
+		a.MemoryBase = 0.3
+	}
+	if a.Disk == 0 {
+		a.Disk = 0.05
+	}
+	if a.Window < 0 || a.Noise < 0 || a.MemoryBase < 0 || a.MemoryPerConn < 0 || a.Disk < 0 {
+		bad("agent: values must not be negative")
+	}
+
+	if len(sc.Servers) == 0 {
+		bad("no [[server]]")
+	}
+	if len(sc.Servers) > 250 {
+		bad("at most 250 servers")
+	}
+	minCap := math.Inf(1)
+	names := map[string]int{}
+	for i := range sc.Servers {
+		s := &sc.Servers[i]
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("s%d", i+1)
+		}
+		if _, dup := names[s.Name]; dup {
+			bad("server %q named twice", s.Name)
+		}
+		names[s.Name] = i
+		if s.Cores == 0 {
+			s.Cores = 1
+		}
+		if !(s.Speed > 0) || !(s.Cores > 0) {
+			bad("server %q: speed and cores must be positive", s.Name)
+			continue
+		}
+		minCap = math.Min(minCap, s.Capacity())
+	}
+	for i := range sc.Servers {
+		s := &sc.Servers[i]
+		if s.Weight == 0 && s.Speed > 0 && s.Cores > 0 {
+			s.Weight = int(math.Round(10 * s.Capacity() / minCap))
+		}
+		if s.Weight < 1 || s.Weight > 6553 {
+			bad("server %q: weight must be from 1 to 6553 (scale 10 must stay within the kernel's 65535)", s.Name)
+		}
+	}
+	sort.SliceStable(sc.Events, func(i, j int) bool { return sc.Events[i].At < sc.Events[j].At })
+	for i := range sc.Events {
+		e := &sc.Events[i]
+		k, ok := names[e.Server]
+		if !ok {
+			bad("event %d: unknown server %q", i, e.Server)
+		}
+		e.server = k
+		if e.At < 0 || e.At >= sc.Duration {
+			bad("event %d: at must be within the duration", i)
+		}
+		switch e.Kind {
+		case EvBackground:
+			if e.Fraction < 0 || e.Fraction > 0.95 {
+				bad("event %d: background fraction must be in [0, 0.95]", i)
+			}
+		case EvSpeed:
+			if !(e.Factor > 0) {
+				bad("event %d: speed factor must be positive", i)
+			}
+		case EvUndrain:
+			if e.Weight == 0 && ok {
+				e.Weight = sc.Servers[k].Weight
+			}
+			if e.Weight < 1 || e.Weight > 65535 {
+				bad("event %d: undrain weight must be from 1 to 65535", i)
+			}
+		case EvFail, EvRecover, EvDrain, EvAgentDown, EvAgentUp:
+		default:
+			bad("event %d: unknown kind %q", i, e.Kind)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NominalCapacity is the sum of the servers' nominal capacities.
+func (sc *Scenario) NominalCapacity() float64 {
+	var c float64
+	for _, s := range sc.Servers {
+		c += s.Capacity()
+	}
+	return c
+}
+
+// BaseRate is the mean arrival rate (connections per second) before waves
+// and bursts.
+func (sc *Scenario) BaseRate() float64 {
+	if sc.Workload.Rate > 0 {
+		return sc.Workload.Rate
+	}
+	return sc.Workload.Utilisation * sc.NominalCapacity() / sc.Workload.MeanDemand.Seconds()
+}
+
+// EventLabel names event i for tables and plots, e.g. "fail b@120s".
+func (sc *Scenario) EventLabel(i int) string {
+	e := sc.Events[i]
+	arg := ""
+	switch e.Kind {
+	case EvBackground:
+		arg = fmt.Sprintf(" %.0f%%", e.Fraction*100)
+	case EvSpeed:
+		arg = fmt.Sprintf(" ×%g", e.Factor)
+	}
+	return fmt.Sprintf("%s%s %s@%gs", e.Kind, arg, e.Server, e.At.Seconds())
+}
+
+// changesCapacity reports whether an event kind changes the ideal weights.
+func changesCapacity(kind string) bool {
+	switch kind {
+	case EvAgentDown, EvAgentUp:
+		return false
+	}
+	return true
+}
