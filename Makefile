@@ -2,16 +2,21 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test demo test-kernel vet lint loadtest help
+.PHONY: all build test demo test-kernel vet lint loadtest fuzz help
 
 all: build
 
 help:
-	@echo "make build        build lvs-monitor and lvs-agent into ./bin"
+	@echo "make build        build every command (lvs-monitor, lvs-agent, lvsctl, …) into ./bin"
 	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
+	@echo "make fuzz         run each fuzz target for FUZZTIME (default 20s)"
+	@echo "make loadtest     2,000 real agents on loopback, polled every 2 s for 5 minutes"
+	@echo "make install      install binaries, units, example config (PREFIX, DESTDIR)"
+	@echo "make deb          build a .deb with nfpm"
+	@echo "make systemd-check  systemd-analyze verify and security exposure of both units"
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -35,6 +40,16 @@ test: lint
 # it did. See docs/demo.md.
 demo: build
 	./$(BIN)/lvs-demo -agent ./$(BIN)/lvs-agent
+
+# Each fuzz target for FUZZTIME (default 20s): the agent-reply decoder, the
+# config loader, the sync frame verifier and payload decoder. Seed corpora
+# are committed under each package's testdata/fuzz and run by `make test`.
+FUZZTIME ?= 20s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./agent/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./monitor/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./scheduler/
+	$(GO) test -run '^$$' -fuzz '^FuzzPayload$$' -fuzztime $(FUZZTIME) ./scheduler/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.
