@@ -5,12 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
+	"lvs-feedback/internal/sdnotifytest"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,45 +121,10 @@ func TestMetricsServerTimeouts(t *testing.T) {
 	}
 }
 
-// notifications listens like systemd's NOTIFY_SOCKET.
-func notifications(t *testing.T) <-chan string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	t.Setenv("NOTIFY_SOCKET", path)
-	msgs := make(chan string, 100)
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			msgs <- string(buf[:n])
-		}
-	}()
-	return msgs
-}
-
-func nextNotification(t *testing.T, msgs <-chan string) string {
-	t.Helper()
-	select {
-	case m := <-msgs:
-		return m
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification")
-	}
-	return ""
-}
-
 // The main loop sends READY=1 after the first complete cycle and
 // WATCHDOG=1 after every cycle.
 func TestMainLoopNotifies(t *testing.T) {
-	msgs := notifications(t)
+	msgs := sdnotifytest.Listen(t)
 	t.Setenv("WATCHDOG_USEC", "30000000")
 	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
 	r := controltest.New(t, strings.Replace(controltest.Config, `interval = "1s"
@@ -180,12 +144,12 @@ probe_timeout = "50ms"`, 1))
 			n.cycleDone(rep, err)
 		})
 	}()
-	first := nextNotification(t, msgs)
+	first := sdnotifytest.Next(t, msgs)
 	if !strings.HasPrefix(first, "READY=1\nSTATUS=cycle at ") || !strings.Contains(first, "3 servers") || !strings.HasSuffix(first, "\nWATCHDOG=1") {
 		t.Errorf("first notification %q", first)
 	}
 	for range 2 {
-		if m := nextNotification(t, msgs); strings.Contains(m, "READY=1") || !strings.HasSuffix(m, "WATCHDOG=1") {
+		if m := sdnotifytest.Next(t, msgs); strings.Contains(m, "READY=1") || !strings.HasSuffix(m, "WATCHDOG=1") {
 			t.Errorf("later notification %q", m)
 		}
 	}
