@@ -95,8 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	m, err := monitor.New(cfg, monitor.Deps{
 		Table: table,
 		// Each poll is bounded by the running agent_timeout (a context per
-		// poll); the client's own timeout is only a backstop, so that a
-		// reload raising agent_timeout takes effect.
+		// poll), so a reload that changes agent_timeout takes effect.
 		Agents:  monitor.NewHTTPAgentClient(),
 		Prober:  monitor.NetProber{},
 		Store:   store,
