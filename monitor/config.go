@@ -67,6 +67,17 @@ type WeightParams struct {
 	Min    int     `toml:"min"`
 	// Threshold: a weight is written only when |new − current| > Threshold.
 	Threshold int `toml:"threshold"`
+
+	// Controller chooses how weights are computed: "lvs" (the default, the
+	// LVS dynamic-feedback formula above) or "capacity" (weights in
+	// proportion to each server's measured capacity; docs/design.md).
+	Controller string `toml:"controller"`
+	// Capacity controller: the geometric decay α of the smoothing
+	// (0 = the last interval only), the relative dead-band a weight must
+	// move by to be written, and the weight of the most capable server.
+	Smoothing  float64 `toml:"smoothing"`
+	Band       float64 `toml:"band"`
+	Resolution int     `toml:"resolution"`
 }
 
 // Availability holds the rules that keep the monitor from making an
@@ -155,8 +166,9 @@ func DefaultConfig() Config {
 		MetricsListen: ":9772",
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
-		Weight:        WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
-		Availability:  Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
+		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
+			Controller: "lvs", Smoothing: 0.7, Band: 0.2, Resolution: 20},
+		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
 
@@ -296,6 +308,21 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if w.Threshold < 0 || w.Threshold > ipvs.MaxWeight {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
+	}
+
+	switch w.Controller {
+	case "lvs", "capacity":
+	default:
+		bad("weight.controller", "must be \"lvs\" or \"capacity\", got %q", w.Controller)
+	}
+	if !(w.Smoothing >= 0 && w.Smoothing < 1) {
+		bad("weight.smoothing", "must be from 0 to below 1, got %v", w.Smoothing)
+	}
+	if !(w.Band >= 0 && w.Band < 1) {
+		bad("weight.band", "must be from 0 to below 1 (a share of the current weight), got %v", w.Band)
+	}
+	if w.Resolution < 1 || w.Resolution > ipvs.MaxWeight || w.Resolution < w.Min {
+		bad("weight.resolution", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
 	}
 
 	av := cfg.Availability
@@ -500,7 +527,7 @@ func splitHostPort(s string) (string, int, error) {
 var knownKeys = map[string][]string{
 	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "sync", "service"},
 	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
-	"weight":         {"gain", "target", "scale", "min", "threshold"},
+	"weight":         {"gain", "target", "scale", "min", "threshold", "controller", "smoothing", "band", "resolution"},
 	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
 	"sync":           {"id", "listen", "key_file", "role", "vips", "peer"},
 	"sync.peer":      {"id", "address"},

@@ -75,6 +75,7 @@ type destRow struct {
 	inputs   Inputs
 	load     float64
 	ramp     float64
+	capacity int // the capacity controller's weight; 0 without an estimate
 	frozen   bool
 	action   Action
 	reason   string // ownership change found while reconciling

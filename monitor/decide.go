@@ -42,6 +42,33 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 				}
 			}
 		}
+		if m.cfg.Weight.Controller == "capacity" {
+			m.estimateCapacity(inRotation)
+		}
+	}
+}
+
+// estimateCapacity is the capacity controller's measurement: each server's
+// capacity is the connections it received per unit of CPU busy fraction
+// (throughput ÷ utilisation), smoothed over intervals; its weight is in
+// proportion to the most capable server's. A server with no good
+// measurement this interval keeps its estimate.
+func (m *Monitor) estimateCapacity(rows []*destRow) {
+	p := m.cfg.Weight
+	maxEst := 0.0
+	for _, r := range rows {
+		if r.polled && r.agentErr == nil && r.newConns >= 0 && r.report.CPU >= MinCapacityBusy {
+			r.mem.nobs++
+			r.mem.est = SmoothCapacity(r.mem.est, r.mem.nobs, float64(r.newConns)/r.report.CPU, p.Smoothing)
+		}
+		if r.mem.nobs > 0 {
+			maxEst = math.Max(maxEst, r.mem.est)
+		}
+	}
+	for _, r := range rows {
+		if r.mem.nobs > 0 {
+			r.capacity = CapacityWeight(r.mem.est, maxEst, p.Resolution, p.Min)
+		}
 	}
 }
 
@@ -110,6 +137,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			ConfiguredDefault: r.server.Weight,
 			Obs:               obs,
 			Ramp:              r.ramp,
+			Capacity:          r.capacity,
 		}, &ctrl, m.cfg.Weight)
 		r.mem.ctrl = ctrl
 		r.ctrlAfter = ctrl

@@ -136,3 +136,39 @@ func SlowStartFactor(elapsed, window time.Duration, floor float64) float64 {
 	}
 	return math.Max(floor, float64(max(elapsed, 0))/float64(window))
 }
+
+// SmoothCapacity folds the n-th observation obs (n ≥ 1) into the smoothed
+// estimate prev with the bias-corrected geometric decay of the adaptive
+// prediction document (algorithm.md §3):
+//
+//	U_{n} = ((1 − α)·O + (α − αⁿ)·U_{n−1}) / (1 − αⁿ)
+//
+// α = 0 uses the last observation only; the first observation is taken as
+// it is.
+func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
+	if n <= 1 || alpha == 0 {
+		return obs
+	}
+	an := math.Pow(alpha, float64(n))
+	return ((1-alpha)*obs + (alpha-an)*prev) / (1 - an)
+}
+
+// MinCapacityBusy is the CPU busy fraction below which a server's capacity
+// is not measured: connections ÷ a tiny busy fraction is noise.
+const MinCapacityBusy = 0.05
+
+// CapacityWeight is the capacity controller's weight for a server with
+// smoothed capacity est when the most capable server of the service has
+// maxEst: in proportion, the most capable at resolution, never below min.
+func CapacityWeight(est, maxEst float64, resolution, min int) int {
+	if !(maxEst > 0) || !(est > 0) {
+		return min
+	}
+	return max(min, RoundWeight(float64(resolution)*est/maxEst))
+}
+
+// PassesBand reports whether the capacity controller writes a change from
+// current to next: it moves by more than band × current.
+func PassesBand(current, next int, band float64) bool {
+	return math.Abs(float64(next-current)) > band*float64(current)
+}

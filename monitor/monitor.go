@@ -122,6 +122,9 @@ type destMemory struct {
 	agentOK      time.Time // last good agent reply
 	agentFailing bool      // the last poll failed
 	rampStart    time.Time // slow start began; zero when not ramping
+
+	est  float64 // capacity controller: smoothed capacity estimate
+	nobs int     // observations folded into est
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director

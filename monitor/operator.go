@@ -177,7 +177,7 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 		t.Product = t.Input * t.Coefficient
 		e.Terms = append(e.Terms, t)
 	}
-	if !math.IsNaN(d.Load) {
+	if !math.IsNaN(d.Load) && p.Controller != "capacity" {
 		e.Step = p.Gain * math.Cbrt(p.Target-d.Load)
 	}
 	e.Decision = explainDecision(*d, p)
@@ -200,6 +200,13 @@ func explainDecision(d DestStatus, p WeightParams) string {
 		return "no load computed: weight kept"
 	}
 	next := RoundWeight(d.ControllerAfter * d.Ramp)
+	if p.Controller == "capacity" {
+		if d.ControllerAfter == 0 {
+			return "capacity controller: no capacity measured yet (needs CPU ≥ 5 % and a connection count): weight kept"
+		}
+		return fmt.Sprintf("not written: capacity weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
+			next, d.KernelWeight, abs(next-d.KernelWeight), p.Band*100)
+	}
 	return fmt.Sprintf("not written: new weight %d differs from the kernel's %d by %d, not more than the threshold %d",
 		next, d.KernelWeight, abs(next-d.KernelWeight), p.Threshold)
 }

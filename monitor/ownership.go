@@ -142,6 +142,9 @@ type DecideInput struct {
 	// Ramp is the slow-start factor (SlowStartFactor): the share of its
 	// weight the server may have now. 1 means no ramp.
 	Ramp float64
+	// Capacity is the capacity controller's weight for the server
+	// (CapacityWeight); 0 when it has no estimate yet. Unused by "lvs".
+	Capacity int
 }
 
 // Decide applies the availability rules and the weight formula to one
@@ -186,6 +189,9 @@ func Decide(in DecideInput, ctrl *float64, p WeightParams) Action {
 	case !obs.LoadOK:
 		return Action{Record: rec}
 	}
+	if p.Controller == "capacity" {
+		return decideCapacity(rec, in, ctrl, p, ramp)
+	}
 	def := rec.DefaultWeight(in.ConfiguredDefault)
 	*ctrl = NextWeight(*ctrl, obs.Load, def, p)
 	to := rampWeight(*ctrl, ramp, p.Min)
@@ -194,9 +200,30 @@ func Decide(in DecideInput, ctrl *float64, p WeightParams) Action {
 	if !outOfBounds && !ramping && !PassesThreshold(in.KernelWeight, to, p.Threshold) {
 		return Action{Record: rec}
 	}
+	return writeAction(rec, to, fmt.Sprintf("load %.3f", obs.Load), ramp)
+}
+
+// decideCapacity is the capacity controller's last step: the weight in
+// proportion to the server's measured capacity (in.Capacity, from
+// CapacityWeight), written when it moves by more than the band, at every
+// step of a slow-start ramp, or when the kernel weight is below the
+// minimum. Without a capacity estimate yet the weight is kept.
+func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParams, ramp float64) Action {
+	if in.Capacity <= 0 {
+		return Action{Record: rec}
+	}
+	*ctrl = float64(in.Capacity)
+	to := rampWeight(*ctrl, ramp, p.Min)
+	ramping := ramp < 1 && to != in.KernelWeight
+	if in.KernelWeight >= p.Min && !ramping && !PassesBand(in.KernelWeight, to, p.Band) {
+		return Action{Record: rec}
+	}
+	return writeAction(rec, to, fmt.Sprintf("capacity share %d of %d", in.Capacity, p.Resolution), ramp)
+}
+
+func writeAction(rec DestRecord, to int, reason string, ramp float64) Action {
 	next := rec
 	next.Written = to
-	reason := fmt.Sprintf("load %.3f", obs.Load)
 	if ramp < 1 {
 		reason += fmt.Sprintf(", slow start %.0f%%", ramp*100)
 	}
