@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"math"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -117,5 +118,53 @@ func TestCapacityExplainWithinBand(t *testing.T) {
 	must(t, err)
 	if r.weight(rsA) != 10 || !strings.Contains(e.Decision, "not more than 20% of it") || !math.IsNaN(e.Step) {
 		t.Errorf("A weight %d, decision %q, step %v", r.weight(rsA), e.Decision, e.Step)
+	}
+}
+
+func TestSaturatedAlone(t *testing.T) {
+	for _, tt := range []struct {
+		cpu, median, sat float64
+		want             bool
+	}{
+		{0.95, 0.4, 0.9, true},   // one server saturated, the service is not: lost capacity
+		{0.95, 0.92, 0.9, false}, // everyone busy: a burst
+		{0.85, 0.4, 0.9, false},
+		{1, 0, 0, false}, // off
+	} {
+		if got := SaturatedAlone(tt.cpu, tt.median, tt.sat); got != tt.want {
+			t.Errorf("SaturatedAlone(%v, %v, %v) = %v", tt.cpu, tt.median, tt.sat, got)
+		}
+	}
+}
+
+// TestCapacitySaturatedServerDropsAtOnce: a server saturated alone takes its
+// lower capacity estimate at once instead of smoothing it in.
+func TestCapacitySaturatedServerDropsAtOnce(t *testing.T) {
+	for _, sat := range []string{"0.9", "0.0"} {
+		r := newRig(t)
+		cfg, err := ParseConfig("t.toml", []byte(cpuOnlyConfig+"[weight]\ncontroller = \"capacity\"\nsmoothing = 0.5\nsaturation = "+sat+"\n"))
+		must(t, err)
+		cfg.StateDir = r.dir
+		r.cfg = cfg
+		m := r.monitor(false)
+		for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+			r.agents.set(agentOf(rs), 0.5)
+		}
+		cycle(t, m)
+		addConns(t, r, 100, 100, 100) // all 200: weights 20, 20, 20
+		cycle(t, m)
+		// B loses capacity: busy 1.0 for 50 connections = 50. Median CPU 0.5.
+		r.agents.set(agentOf(rsB), 1.0)
+		addConns(t, r, 100, 50, 100)
+		cycle(t, m)
+		// At once: 20·50/200 = 5. Smoothed (α 0.5, n = 2):
+		// (0.5·50 + 0.25·200)/0.75 = 100 → 10.
+		want := 5
+		if sat == "0.0" {
+			want = 10
+		}
+		if got := r.weight(rsB); got != want {
+			t.Errorf("saturation %s: B weight %d, want %d", sat, got, want)
+		}
 	}
 }

@@ -78,6 +78,10 @@ type WeightParams struct {
 	Smoothing  float64 `toml:"smoothing"`
 	Band       float64 `toml:"band"`
 	Resolution int     `toml:"resolution"`
+	// Saturation: a server at least this busy while its service's median
+	// is not has lost capacity; its lower estimate is taken at once
+	// (SaturatedAlone). 0 disables it.
+	Saturation float64 `toml:"saturation"`
 }
 
 // Availability holds the rules that keep the monitor from making an
@@ -167,7 +171,7 @@ func DefaultConfig() Config {
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: "lvs", Smoothing: 0.7, Band: 0.2, Resolution: 20},
+			Controller: "lvs", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9},
 		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
@@ -320,6 +324,9 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if !(w.Band >= 0 && w.Band < 1) {
 		bad("weight.band", "must be from 0 to below 1 (a share of the current weight), got %v", w.Band)
+	}
+	if !(w.Saturation >= 0 && w.Saturation <= 1) {
+		bad("weight.saturation", "must be from 0 (off) to 1, got %v", w.Saturation)
 	}
 	if w.Resolution < 1 || w.Resolution > ipvs.MaxWeight || w.Resolution < w.Min {
 		bad("weight.resolution", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
@@ -527,7 +534,7 @@ func splitHostPort(s string) (string, int, error) {
 var knownKeys = map[string][]string{
 	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "sync", "service"},
 	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
-	"weight":         {"gain", "target", "scale", "min", "threshold", "controller", "smoothing", "band", "resolution"},
+	"weight":         {"gain", "target", "scale", "min", "threshold", "controller", "smoothing", "band", "resolution", "saturation"},
 	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
 	"sync":           {"id", "listen", "key_file", "role", "vips", "peer"},
 	"sync.peer":      {"id", "address"},

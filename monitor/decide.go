@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"lvs-feedback/ipvs"
@@ -55,11 +56,23 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 // measurement this interval keeps its estimate.
 func (m *Monitor) estimateCapacity(rows []*destRow) {
 	p := m.cfg.Weight
+	var cpus []float64
+	for _, r := range rows {
+		if r.polled && r.agentErr == nil {
+			cpus = append(cpus, r.report.CPU)
+		}
+	}
+	medianCPU := median(cpus)
 	maxEst := 0.0
 	for _, r := range rows {
 		if r.polled && r.agentErr == nil && r.newConns >= 0 && r.report.CPU >= MinCapacityBusy {
+			obs := float64(r.newConns) / r.report.CPU
 			r.mem.nobs++
-			r.mem.est = SmoothCapacity(r.mem.est, r.mem.nobs, float64(r.newConns)/r.report.CPU, p.Smoothing)
+			if SaturatedAlone(r.report.CPU, medianCPU, p.Saturation) && obs < r.mem.est {
+				r.mem.est = obs // lost capacity: bad news at once
+			} else {
+				r.mem.est = SmoothCapacity(r.mem.est, r.mem.nobs, obs, p.Smoothing)
+			}
 		}
 		if r.mem.nobs > 0 {
 			maxEst = math.Max(maxEst, r.mem.est)
@@ -70,6 +83,18 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 			r.capacity = CapacityWeight(r.mem.est, maxEst, p.Resolution, p.Min)
 		}
 	}
+}
+
+// median returns the median of v (0 for none); v is reordered.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // decide runs the availability rules and the weight formula for each row.

@@ -172,3 +172,13 @@ func CapacityWeight(est, maxEst float64, resolution, min int) int {
 func PassesBand(current, next int, band float64) bool {
 	return math.Abs(float64(next-current)) > band*float64(current)
 }
+
+// SaturatedAlone reports whether a server is saturated while its service as
+// a whole is not: its CPU busy fraction is at least sat, and the median of
+// the service's servers is below sat. Such a server has lost capacity (a
+// background job, a degraded disk), and the capacity controller takes its
+// lower estimate at once instead of smoothing it in; when every server is
+// busy (a burst of traffic) the estimates stay smoothed. sat = 0 disables it.
+func SaturatedAlone(cpu, medianCPU, sat float64) bool {
+	return sat > 0 && cpu >= sat && medianCPU < sat
+}
