@@ -108,6 +108,32 @@ func (k *Kernel) handle() (*mobyipvs.Handle, error) {
 	return k.h, nil
 }
 
+// with runs fn on the open handle under the lock; op names the operation
+// in errors.
+func (k *Kernel) with(op string, fn func(h *mobyipvs.Handle) error) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, err := k.handle()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fn(h)
+}
+
+// canonicalPair checks and canonicalises a service and one of its
+// destinations for the operation op.
+func canonicalPair(op string, svc ServiceKey, dst netip.AddrPort) (ServiceKey, netip.AddrPort, error) {
+	key, err := canonicalKey(svc)
+	if err != nil {
+		return ServiceKey{}, netip.AddrPort{}, fmt.Errorf("%s: %w", op, err)
+	}
+	addr, err := canonicalDest(key, dst)
+	if err != nil {
+		return ServiceKey{}, netip.AddrPort{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return key, addr, nil
+}
+
 // Services lists the virtual services (in the kernel's hash order).
 func (k *Kernel) Services() ([]Service, error) {
 	k.mu.Lock()
@@ -179,50 +205,42 @@ func (k *Kernel) SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) err
 	if err := checkWeight(to); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	key, err := canonicalKey(svc)
+	key, addr, err := canonicalPair(op, svc, dst)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
-	addr, err := canonicalDest(key, dst)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, err := k.handle()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	ms := mobyService(key)
-	dests, err := h.GetDestinations(ms)
-	if err != nil {
-		return kernelErr(op, err)
-	}
-	var cur *mobyipvs.Destination
-	for _, m := range dests {
-		if a, ok := addrPortFromMoby(m.Address, m.Port); ok && a == addr {
-			cur = m
-			break
-		}
-	}
-	if cur == nil {
-		if err := serviceExists(h, key); err != nil {
+	return k.with(op, func(h *mobyipvs.Handle) error {
+		ms := mobyService(key)
+		dests, err := h.GetDestinations(ms)
+		if err != nil {
 			return kernelErr(op, err)
 		}
-		return fmt.Errorf("%s: destination not in the kernel table: %w", op, ErrNotFound)
-	}
-	if cur.Weight != from {
-		return fmt.Errorf("%s: kernel holds weight %d, not %d: %w", op, cur.Weight, from, ErrWeightChanged)
-	}
-	if from == to {
+		var cur *mobyipvs.Destination
+		for _, m := range dests {
+			if a, ok := addrPortFromMoby(m.Address, m.Port); ok && a == addr {
+				cur = m
+				break
+			}
+		}
+		if cur == nil {
+			if err := serviceExists(h, key); err != nil {
+				return kernelErr(op, err)
+			}
+			return fmt.Errorf("%s: destination not in the kernel table: %w", op, ErrNotFound)
+		}
+		if cur.Weight != from {
+			return fmt.Errorf("%s: kernel holds weight %d, not %d: %w", op, cur.Weight, from, ErrWeightChanged)
+		}
+		if from == to {
+			return nil
+		}
+		upd := *cur
+		upd.Weight = to
+		if err := h.UpdateDestination(ms, &upd); err != nil {
+			return kernelErr(op, err)
+		}
 		return nil
-	}
-	upd := *cur
-	upd.Weight = to
-	if err := h.UpdateDestination(ms, &upd); err != nil {
-		return kernelErr(op, err)
-	}
-	return nil
+	})
 }
 
 // AddService adds an empty virtual service with the named scheduler
@@ -239,21 +257,17 @@ func (k *Kernel) AddService(svc ServiceKey, scheduler string) error {
 	}
 	ms := mobyService(key)
 	ms.SchedName = scheduler
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, err := k.handle()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := h.NewService(ms); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			// For a new service ENOENT means the scheduler, not the
-			// service, is missing.
-			return fmt.Errorf("%s: the kernel has no scheduler %q (module ip_vs_%s): %w", op, scheduler, scheduler, err)
+	return k.with(op, func(h *mobyipvs.Handle) error {
+		if err := h.NewService(ms); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				// For a new service ENOENT means the scheduler, not the
+				// service, is missing.
+				return fmt.Errorf("%s: the kernel has no scheduler %q (module ip_vs_%s): %w", op, scheduler, scheduler, err)
+			}
+			return kernelErr(op, err)
 		}
-		return kernelErr(op, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // RemoveService removes a service and its destinations.
@@ -263,16 +277,9 @@ func (k *Kernel) RemoveService(svc ServiceKey) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, err := k.handle()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := h.DelService(mobyService(key)); err != nil {
-		return kernelErr(op, err)
-	}
-	return nil
+	return k.with(op, func(h *mobyipvs.Handle) error {
+		return kernelErr(op, h.DelService(mobyService(key)))
+	})
 }
 
 // AddDestination adds a real server with the given weight, forwarded by
@@ -285,50 +292,28 @@ func (k *Kernel) AddDestination(svc ServiceKey, dst netip.AddrPort, weight int) 
 	if err := checkWeight(weight); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	key, err := canonicalKey(svc)
+	key, addr, err := canonicalPair(op, svc, dst)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	addr, err := canonicalDest(key, dst)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
 	md := mobyDest(addr)
 	md.Weight = weight
 	md.ConnectionFlags = mobyipvs.ConnFwdMasq
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, err := k.handle()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := h.NewDestination(mobyService(key), md); err != nil {
-		return kernelErr(op, err)
-	}
-	return nil
+	return k.with(op, func(h *mobyipvs.Handle) error {
+		return kernelErr(op, h.NewDestination(mobyService(key), md))
+	})
 }
 
 // RemoveDestination removes a real server from a service.
 func (k *Kernel) RemoveDestination(svc ServiceKey, dst netip.AddrPort) error {
 	op := fmt.Sprintf("remove destination %s from %s", dst, svc)
-	key, err := canonicalKey(svc)
+	key, addr, err := canonicalPair(op, svc, dst)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
-	addr, err := canonicalDest(key, dst)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	h, err := k.handle()
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if err := h.DelDestination(mobyService(key), mobyDest(addr)); err != nil {
-		return kernelErr(op, err)
-	}
-	return nil
+	return k.with(op, func(h *mobyipvs.Handle) error {
+		return kernelErr(op, h.DelDestination(mobyService(key), mobyDest(addr)))
+	})
 }
 
 // serviceExists asks the kernel for one service; a missing one is ESRCH.
@@ -338,8 +323,12 @@ func serviceExists(h *mobyipvs.Handle, key ServiceKey) error {
 }
 
 // kernelErr turns a moby/ipvs error (bare errno values) into one that wraps
-// this package's sentinel errors and the errno, with op as context.
+// this package's sentinel errors and the errno, with op as context. nil
+// stays nil.
 func kernelErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
 		return fmt.Errorf("%s: %w", op, err)
