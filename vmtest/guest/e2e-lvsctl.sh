@@ -1,0 +1,283 @@
+# Guest end-to-end test: lvsctl against a running lvs-monitor on real IPVS
+# (issue 4, the VM part).
+#
+# make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
+# rs1..rs3, each real server with a busybox httpd and an lvs-agent (host
+# source); lvs-monitor in the director namespace with a control socket;
+# lvsctl talks to it from the root namespace (the socket is a file).
+# Assertions, on the kernel's table (ipvsadm -Ln in the director) and on
+# lvsctl's exit status and output:
+#   a. with a client holding a connection through the VIP to rs1 (an idle
+#      nc, ActiveConn of rs1 > 0), `lvsctl drain --wait --timeout 60s` sets
+#      rs1 to 0 at once and does not return while the connection is open;
+#      once it is closed lvsctl exits 0 within a bound and rs1 stays 0.
+#      With a connection held, `--timeout 2s` exits 4 and the drain stays;
+#   b. `lvsctl undrain` gives rs1 a non-zero weight again;
+#   c. a broken configuration over the monitor's file: `lvsctl reload` exits
+#      1, the monitor keeps running with the old configuration (still
+#      managing weights: a stopped httpd takes its server to 0 and back) and
+#      `lvsctl status -o json` shows the reload error; the file fixed,
+#      `lvsctl reload` exits 0 and the error is gone;
+#   d. `lvsctl explain SVC RS` exits 0 and prints the formula step.
+# docs/testing-kernel.md lists, for each, a change that makes it fail.
+set -u
+. "${VMTEST_LIB:-/vmtest}/topology.sh"
+
+W=/tmp/lvsctl
+CTL=/run/e2e-lvsctl # private directory for the control socket
+SOCK=$CTL/control.sock
+SVC=$TOPO_VIP:80
+SVCT=$SVC/tcp
+MONPID=
+HOLD= # pids of the nc processes holding connections
+
+rs() { echo "$(topo_rs_ip "$1"):80"; }
+now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
+say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
+
+cleanup() {
+	[ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
+	for p in $HOLD; do kill "$p" 2>/dev/null; done
+	exec 7>&- 2>/dev/null
+	destroy_topology
+}
+
+fail() {
+	echo "FAIL: $*"
+	echo "--- director: ipvsadm -Ln"
+	in_ns director ipvsadm -Ln
+	echo "--- director: ipvsadm -Lnc"
+	in_ns director ipvsadm -Lnc
+	echo "--- monitor.log (last 40 lines)"
+	tail -n 40 "$W/monitor.log"
+	for f in "$W"/lvsctl*.out "$W"/lvsctl*.err; do
+		[ -s "$f" ] && { echo "--- $f"; cat "$f"; }
+	done
+	cleanup
+	exit 1
+}
+
+run() { "$@" || fail "command failed: $*"; }
+
+wait_until() {
+	_secs=$1
+	_deadline=$(($(now) + _secs))
+	_what=$2
+	shift 2
+	while ! "$@"; do
+		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
+		sleep 0.3
+	done
+}
+
+# field I COL: column COL of rsI's line in ipvsadm -Ln (4 weight, 5 ActiveConn).
+field() { in_ns director ipvsadm -Ln -t "$SVC" | awk -v a="$(rs "$1")" -v c="$2" '$1 == "->" && $2 == a { print $c }'; }
+weight() { field "$1" 4; }
+active() { field "$1" 5; }
+weights() { echo "rs1=$(weight 1) rs2=$(weight 2) rs3=$(weight 3)"; }
+ctl() { lvsctl -socket "$SOCK" "$@"; }
+# cycles: the number of cycles the monitor has completed (its log lines
+# for each one are not at info level; count its probes of rs2 instead).
+probes() { grep -c "10\.1\.$1\.1\]:" "$W/httpd$1.log"; }
+# wait_cycles N: let the monitor probe rs2 N more times (one per cycle).
+wait_cycles() {
+	_p0=$(probes 2)
+	wait_until 20 "$1 more monitor cycles" sh -c "[ \$(grep -c '10\.1\.2\.1\]:' $W/httpd2.log) -ge $((_p0 + $1)) ]"
+}
+
+# hold_rs1: open idle connections through the VIP (nc, its stdin a FIFO
+# nobody writes to) until rs1 has an active one; their pids go to HOLD.
+hold_rs1() {
+	_n=0
+	while [ "$(active 1)" = 0 ]; do
+		[ "$_n" -lt 12 ] || fail "12 connections through the VIP and none to rs1: $(weights)"
+		ip netns exec client nc "$TOPO_VIP" 80 <"$W/hold" >/dev/null 2>&1 &
+		HOLD="$HOLD $!"
+		_n=$((_n + 1))
+		_t=0
+		while [ "$(in_ns director ipvsadm -Lnc | grep -c ESTABLISHED)" -lt "$_n" ] && [ "$_t" -lt 20 ]; do
+			sleep 0.2
+			_t=$((_t + 1))
+		done
+	done
+	say "holding $_n connection(s) through the VIP; rs1 ActiveConn $(active 1)"
+	in_ns director ipvsadm -Lnc | grep ESTABLISHED
+}
+release() {
+	for p in $HOLD; do kill "$p" 2>/dev/null; done
+	for p in $HOLD; do wait "$p" 2>/dev/null; done
+	HOLD=
+}
+
+# --- setup -----------------------------------------------------------------
+t_start=$(now)
+destroy_topology
+rm -rf "$W" "$CTL"
+mkdir -p "$W"
+mkdir -m 700 "$CTL"
+mkfifo "$W/hold"
+exec 7<>"$W/hold" # a writer that never writes: the holders' nc never sees EOF
+run make_topology 3
+for i in 1 2 3; do
+	mkdir -p "$W/www$i"
+	echo "rs$i" >"$W/www$i/index.html"
+	: >"$W/httpd$i.log"
+	ip netns exec "rs$i" httpd -f -v -p 80 -h "$W/www$i" 2>>"$W/httpd$i.log" &
+	echo $! >"$W/httpd$i.pid"
+	ip netns exec "rs$i" lvs-agent -listen :9771 2>"$W/agent$i.log" &
+done
+answers() { [ "$(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip "$1")/" 2>/dev/null)" = "rs$1" ]; }
+for i in 1 2 3; do wait_until 20 "rs$i answers" answers "$i"; done
+run in_ns director ipvsadm -A -t "$SVC" -s wrr
+for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w 10; done
+
+cat >"$W/monitor.toml" <<EOF
+interval = "1s"
+agent_timeout = "900ms"
+probe_timeout = "900ms"
+state_dir = "$W/state"
+metrics_listen = ""
+control_socket = "$SOCK"
+
+[weight]
+gain = 5.0
+target = 0.95
+scale = 2
+min = 1
+threshold = 1
+
+[availability]
+freeze_share = 0.5
+agent_expiry = "30s"
+slow_start = "3s"
+slow_start_floor = 0.1
+
+[[service]]
+address = "$SVCT"
+[service.probe]
+type = "http"
+path = "/"
+expect_status = 200
+reference = "100ms"
+EOF
+for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+run lvs-monitor -check -config "$W/monitor.toml"
+cp "$W/monitor.toml" "$W/monitor.toml.good"
+ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/monitor.log" &
+MONPID=$!
+wait_until 20 "lvs-monitor started" grep -q 'msg="lvs-monitor started"' "$W/monitor.log"
+wait_until 20 "the monitor adopted the three servers" sh -c "[ \$(grep -c 'reason=\"adopted at its kernel weight\"' $W/monitor.log) -ge 3 ]"
+wait_cycles 2
+ctl status >"$W/lvsctl-status.out" 2>"$W/lvsctl-status.err" || fail "lvsctl status failed"
+cat "$W/lvsctl-status.out"
+say "setup done in $(($(now) - t_start)) s: $(weights)"
+
+# --- a. drain --wait with a connection held ---------------------------------
+hold_rs1
+ctl drain "$SVCT" "$(rs 1)" --wait --timeout 60s >"$W/lvsctl-drain.out" 2>"$W/lvsctl-drain.err" &
+LPID=$!
+rs1_zero() { [ "$(weight 1)" = 0 ]; }
+wait_until 10 "lvsctl drain sets rs1 to 0" rs1_zero
+# It must not return while the connection is open: watch it for 5 s.
+t_end=$(($(now) + 5))
+while [ "$(now)" -lt "$t_end" ]; do
+	kill -0 "$LPID" 2>/dev/null || { wait "$LPID"; fail "a: lvsctl drain --wait returned (status $?) with rs1 holding $(active 1) active connection(s)"; }
+	sleep 0.5
+done
+[ "$(active 1)" -gt 0 ] || fail "a: rs1 lost its connection on its own"
+grep -q 'waiting: [1-9][0-9]* active' "$W/lvsctl-drain.out" || fail "a: lvsctl drain --wait shows no progress"
+say "lvsctl drain --wait still waiting after 5 s: $(tail -n 1 "$W/lvsctl-drain.out")"
+release
+t0=$(now)
+lvsctl_done() { ! kill -0 "$LPID" 2>/dev/null; }
+wait_until 10 "lvsctl drain --wait returns after the connection closed" lvsctl_done
+wait "$LPID"
+rc=$?
+cat "$W/lvsctl-drain.out"
+[ "$rc" = 0 ] || fail "a: lvsctl drain --wait exited $rc after the connection closed"
+grep -q '^drained: no active connections left' "$W/lvsctl-drain.out" || fail "a: lvsctl drain --wait did not say drained"
+[ "$(weight 1)" = 0 ] || fail "a: rs1 is $(weight 1) after the drain"
+wait_cycles 2
+[ "$(weight 1)" = 0 ] || fail "a: rs1 is $(weight 1) two cycles after the drain"
+say "a: drain --wait returned 0 within $(($(now) - t0)) s of the close; $(weights)"
+
+# --- b. undrain ----------------------------------------------------------------
+ctl undrain "$SVCT" "$(rs 1)" >"$W/lvsctl-undrain.out" 2>"$W/lvsctl-undrain.err" || fail "b: lvsctl undrain exited $?"
+cat "$W/lvsctl-undrain.out"
+w=$(weight 1)
+[ -n "$w" ] && [ "$w" -gt 0 ] || fail "b: rs1 is '$w' after lvsctl undrain"
+# managed again: slow start takes it up to the others
+rs1_up() { _w=$(weight 1); [ -n "$_w" ] && [ "$_w" -ge 10 ]; }
+wait_until 20 "rs1 ramps up after the undrain" rs1_up
+say "b: PASS ($(weights))"
+
+# --- a (continued). --timeout with a connection held: exit 4, drain stays -----
+hold_rs1
+t0=$(now)
+ctl drain "$SVCT" "$(rs 1)" --wait --timeout 2s >"$W/lvsctl-drain2.out" 2>"$W/lvsctl-drain2.err"
+rc=$?
+cat "$W/lvsctl-drain2.out" "$W/lvsctl-drain2.err"
+[ "$rc" = 4 ] || fail "a: lvsctl drain --wait --timeout 2s exited $rc with a connection held, want 4"
+[ "$(($(now) - t0))" -le 10 ] || fail "a: lvsctl drain --timeout 2s took $(($(now) - t0)) s"
+grep -q 'stays drained' "$W/lvsctl-drain2.err" || fail "a: lvsctl did not say the server stays drained"
+wait_cycles 2
+[ "$(weight 1)" = 0 ] || fail "a: rs1 is $(weight 1) after the --wait timeout: the drain did not stay"
+release
+ctl undrain "$SVCT" "$(rs 1)" >/dev/null || fail "undrain after the timeout test"
+say "a: PASS (--timeout 2s: exit 4, rs1 still 0; undrained again: $(weights))"
+
+# --- c. reload with a broken file keeps the old configuration -----------------
+json() { ctl status -o json >"$W/status.json" 2>"$W/status.err" || fail "lvsctl status -o json exited $?"; }
+# Valid TOML, invalid configuration: the coefficients sum to 1.5.
+sed 's/^\[weight\]$/[coefficients]\ninput = 0.1\ncpu = 0.8\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n\n[weight]/' \
+	"$W/monitor.toml.good" >"$W/monitor.toml"
+lvs-monitor -check -config "$W/monitor.toml" >/dev/null 2>&1 && fail "c: the broken configuration passes -check"
+ctl reload >"$W/lvsctl-reload.out" 2>"$W/lvsctl-reload.err"
+rc=$?
+cat "$W/lvsctl-reload.err"
+[ "$rc" = 1 ] || fail "c: lvsctl reload of a broken file exited $rc, want 1"
+kill -0 "$MONPID" 2>/dev/null || fail "c: lvs-monitor died after the broken reload"
+json
+grep -q '"ok": false' "$W/status.json" || fail "c: lvsctl status -o json does not show the failed reload"
+grep -q '"error": ".*coefficients' "$W/status.json" || fail "c: lvsctl status -o json does not show the reload error"
+sed -n '/"reload"/,/}/p' "$W/status.json"
+# a TOML syntax error too
+printf 'interval = "1s\n[weight\n' >"$W/monitor.toml"
+ctl reload >/dev/null 2>"$W/lvsctl-reload2.err"
+rc=$?
+[ "$rc" = 1 ] || fail "c: lvsctl reload of a file with a TOML syntax error exited $rc, want 1"
+head -n 2 "$W/lvsctl-reload2.err"
+# still managing with the old configuration: rs3's httpd stops -> 0 -> back
+kill "$(cat "$W/httpd3.pid")"
+rs3_zero() { [ "$(weight 3)" = 0 ]; }
+wait_until 15 "rs3 at 0 after its httpd stopped (monitor running the old configuration)" rs3_zero
+ip netns exec rs3 httpd -f -v -p 80 -h "$W/www3" 2>>"$W/httpd3.log" &
+rs3_back() { _w=$(weight 3); [ -n "$_w" ] && [ "$_w" -gt 0 ]; }
+wait_until 15 "rs3 non-zero after its httpd came back" rs3_back
+json
+grep -q '"ok": false' "$W/status.json" || fail "c: the reload error vanished before a good reload"
+grep -q '"interval_seconds": 1,' "$W/status.json" || fail "c: the running interval is not the old 1 s"
+say "the monitor ran on with the old configuration: $(weights)"
+cp "$W/monitor.toml.good" "$W/monitor.toml"
+ctl reload >"$W/lvsctl-reload3.out" 2>"$W/lvsctl-reload3.err" || fail "c: lvsctl reload of the fixed file exited $?"
+cat "$W/lvsctl-reload3.out"
+json
+grep -q '"ok": true' "$W/status.json" || fail "c: lvsctl status -o json does not show the good reload"
+grep -q '"error":' "$W/status.json" && fail "c: lvsctl status -o json still shows an error"
+say "c: PASS"
+
+# --- d. explain -----------------------------------------------------------------
+wait_cycles 1
+ctl explain "$SVCT" "$(rs 2)" >"$W/lvsctl-explain.out" 2>"$W/lvsctl-explain.err" || fail "d: lvsctl explain exited $?"
+cat "$W/lvsctl-explain.out"
+grep -q '^formula  *w + gain·∛(target − load) = [0-9.]* + [0-9.]*·∛(' "$W/lvsctl-explain.out" || fail "d: lvsctl explain printed no formula step"
+grep -q '^decision ' "$W/lvsctl-explain.out" || fail "d: lvsctl explain printed no decision"
+say "d: PASS"
+
+kill -TERM "$MONPID"
+wait "$MONPID"
+rc=$?
+MONPID=
+[ "$rc" = 0 ] || fail "lvs-monitor exited $rc on SIGTERM"
+cleanup
+echo "PASS: e2e-lvsctl (a-d) in $(($(now) - t_start)) s"

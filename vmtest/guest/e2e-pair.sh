@@ -1,0 +1,392 @@
+# Guest end-to-end test: two synchronised directors on real IPVS (issue 5 §5).
+#
+# Two director namespaces, dirA and dirB, each with its own IPVS table holding
+# the same NAT service 10.0.1.100:80 over three real servers 10.2.0.1{1,2,3}:80
+# (busybox httpd and one lvs-agent each, all in the namespace "reals", which
+# is linked to both directors: dirA routes 10.2.0.0/24 via 10.8.1.2, dirB via
+# 10.8.2.2). A veth "sync link" joins the directors (10.9.0.1 <-> 10.9.0.2).
+# lvs-monitor runs in each director namespace with [sync] role "vip"; the VIP
+# is on dirA's lo first. Assertions, on the kernels' tables (ipvsadm -Ln in
+# each director namespace):
+#   a. dirB's table (started at weights 1/1/1) mirrors dirA's computed weights;
+#      dirB writes none of its own;
+#   b. a drain made with ipvsadm on dirB (the standby) reaches dirA's table
+#      (the writer replays it) and stays on both;
+#   c. failover: dirA's monitor is killed, the VIP moved to dirB; dirB takes
+#      over (log, lvsctl status "writer": true) within one interval of the VIP
+#      appearing, its table at takeover equals dirA's last table (weights
+#      compared one by one; a weight dirB writes at takeover must start from
+#      dirA's), the drain is kept; the takeover time is printed;
+#   d. dirA's monitor restarted with another key file (and the VIP again, so
+#      that it claims to write): dirB counts and logs bad_mac rejections and
+#      its table is not changed by dirA.
+# docs/testing-kernel.md lists, for each, a change that makes it fail.
+set -u
+
+W=/tmp/pair
+VIP=10.0.1.100
+SVC=$VIP:80
+INTERVAL=1 # seconds; the monitors' interval
+RS1=10.2.0.11:80
+RS2=10.2.0.12:80
+RS3=10.2.0.13:80
+APID=
+BPID=
+PAIR_NS="dirA dirB reals"
+
+now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
+say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
+# wall: the wall clock (the monitors' log clock) in seconds, µs resolution.
+wall() { adjtimex | awk '/tv_sec/ { s = $2 } /tv_usec/ { u = $2 } END { printf "%d.%06d\n", s, u }'; }
+# log_sod LINE: the time of a slog line as seconds of the day (UTC).
+log_sod() { echo "$1" | sed -n 's/^time=[^T]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)Z .*/\1 \2 \3/p' | awk '{ printf "%.3f\n", $1 * 3600 + $2 * 60 + $3 }'; }
+# ms_since SOD WALL: milliseconds from WALL (wall()) to SOD (log_sod), modulo a day.
+ms_since() { awk -v a="$1" -v w="$2" 'BEGIN { d = a - (w % 86400); if (d < -43200) d += 86400; printf "%d\n", d * 1000 }'; }
+
+cleanup() {
+	for p in $APID $BPID; do kill -9 "$p" 2>/dev/null; done
+	for ns in $PAIR_NS; do
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+
+fail() {
+	echo "FAIL: $*"
+	for d in dirA dirB; do
+		echo "--- $d: ipvsadm -Ln"
+		ip netns exec "$d" ipvsadm -Ln 2>&1
+		echo "--- $d: addresses on lo: $(ip -n "$d" -4 -o addr show dev lo 2>&1 | awk '{print $4}' | tr '\n' ' ')"
+	done
+	for f in monA1 monB monA2; do
+		[ -s "$W/$f.log" ] || continue
+		echo "--- $f.log (last 40 lines)"
+		tail -n 40 "$W/$f.log"
+	done
+	for i in 1 2 3; do echo "--- agent $i: $(tail -n 2 "$W/agent$i.log" 2>/dev/null | tr '\n' ' ')"; done
+	cleanup
+	exit 1
+}
+
+run() { "$@" || fail "command failed: $*"; }
+
+# wait_until SECONDS WHAT CMD...: run CMD every 0.3 s until it succeeds;
+# fail after SECONDS.
+wait_until() {
+	_secs=$1
+	_deadline=$(($(now) + _secs))
+	_what=$2
+	shift 2
+	while ! "$@"; do
+		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
+		sleep 0.3
+	done
+}
+
+# weights NS: "w1 w2 w3", the kernel weights of rs1..rs3 in NS's table ("-" if absent).
+weights() {
+	ip netns exec "$1" ipvsadm -Ln -t "$SVC" | awk -v a="$RS1" -v b="$RS2" -v c="$RS3" '
+		$1 == "->" && $2 == a { w1 = $4 }
+		$1 == "->" && $2 == b { w2 = $4 }
+		$1 == "->" && $2 == c { w3 = $4 }
+		END { printf "%s %s %s\n", (w1 == "" ? "-" : w1), (w2 == "" ? "-" : w2), (w3 == "" ? "-" : w3) }'
+}
+# nth N "w1 w2 w3": the Nth weight.
+nth() { echo "$2" | awk -v n="$1" '{ print $n }'; }
+ctl() { _d=$1; shift; lvsctl -socket "$W/ctl$_d/control.sock" "$@"; }
+# json_num FILE KEY: the first number after "KEY": in lvsctl's indented JSON.
+json_num() { sed -n "s/^ *\"$2\": \([0-9]*\),*\$/\1/p" "$1" | head -n 1; }
+
+# config NAME ID LISTEN PEERID PEERADDR KEYFILE: write $W/NAME.toml.
+config() {
+	cat >"$W/$1.toml" <<EOF
+interval = "${INTERVAL}s"
+agent_timeout = "900ms"
+probe_timeout = "900ms"
+state_dir = "$W/state$2"
+metrics_listen = ""
+control_socket = "$W/ctl$2/control.sock"
+
+[weight]
+gain = 5.0
+target = 0.95
+scale = 2
+min = 1
+threshold = 1
+
+[availability]
+freeze_share = 0.5
+agent_expiry = "30s"
+slow_start = "15s"
+slow_start_floor = 0.1
+
+[sync]
+id = "director-$2"
+listen = "$3"
+key_file = "$6"
+role = "vip"
+vips = ["$VIP"]
+[[sync.peer]]
+id = "director-$4"
+address = "$5"
+
+[[service]]
+address = "$SVC/tcp"
+[service.probe]
+type = "http"
+path = "/"
+expect_status = 200
+reference = "100ms"
+[[service.server]]
+address = "$RS1"
+weight = 10
+[[service.server]]
+address = "$RS2"
+weight = 20
+[[service.server]]
+address = "$RS3"
+weight = 30
+EOF
+}
+
+# start_monitor A|B LOGNAME [CONFIG]: lvs-monitor in dirA or dirB; pid in APID/BPID.
+start_monitor() {
+	ip netns exec "dir$1" lvs-monitor -config "$W/${3:-mon$1}.toml" 2>"$W/$2.log" &
+	eval "${1}PID=\$!"
+	wait_until 20 "lvs-monitor $2 started" grep -q 'msg="lvs-monitor started"' "$W/$2.log"
+}
+
+# --- setup -----------------------------------------------------------------
+t_start=$(now)
+cleanup
+rm -rf "$W"
+mkdir -p "$W"
+mkdir -m 700 "$W/ctlA" "$W/ctlB"
+for ns in $PAIR_NS; do
+	run ip netns add "$ns"
+	run ip -n "$ns" link set lo up
+done
+# reals: the three real servers' addresses, linked to both directors.
+for i in 1 2 3; do run ip -n reals addr add "10.2.0.1$i/32" dev lo; done
+run ip link add a0 netns reals type veth peer name rs0 netns dirA
+run ip link add b0 netns reals type veth peer name rs0 netns dirB
+run ip -n reals addr add 10.8.1.2/24 dev a0
+run ip -n reals addr add 10.8.2.2/24 dev b0
+run ip -n dirA addr add 10.8.1.1/24 dev rs0
+run ip -n dirB addr add 10.8.2.1/24 dev rs0
+for l in "reals a0" "reals b0" "dirA rs0" "dirB rs0"; do set -- $l; run ip -n "$1" link set "$2" up; done
+run ip -n dirA route add 10.2.0.0/24 via 10.8.1.2
+run ip -n dirB route add 10.2.0.0/24 via 10.8.2.2
+# the sync link
+run ip link add sync0 netns dirA type veth peer name sync0 netns dirB
+run ip -n dirA addr add 10.9.0.1/24 dev sync0
+run ip -n dirB addr add 10.9.0.2/24 dev sync0
+run ip -n dirA link set sync0 up
+run ip -n dirB link set sync0 up
+# the VIP starts on dirA
+run ip -n dirA addr add "$VIP/32" dev lo
+
+for i in 1 2 3; do
+	mkdir -p "$W/www$i"
+	echo "rs$i" >"$W/www$i/index.html"
+	ip netns exec reals httpd -f -p "10.2.0.1$i:80" -h "$W/www$i" &
+	echo $! >"$W/httpd$i.pid"
+	ip netns exec reals lvs-agent -listen "10.2.0.1$i:9771" 2>"$W/agent$i.log" &
+done
+answers() { [ "$(ip netns exec "$1" timeout 3 wget -q -O - "http://10.2.0.1$2/" 2>/dev/null)" = "rs$2" ]; }
+agent_ok() { ip netns exec "$1" timeout 3 wget -q -O - "http://10.2.0.1$2:9771/v1/load" 2>/dev/null | grep -q '"schema":1'; }
+for d in dirA dirB; do
+	for i in 1 2 3; do
+		wait_until 20 "rs$i answers from $d" answers "$d" "$i"
+		wait_until 20 "rs$i's agent answers from $d" agent_ok "$d" "$i"
+	done
+done
+
+# Each director's own table: the same service; dirA at the configured
+# weights, dirB at 1/1/1 so that mirroring shows.
+run ip netns exec dirA ipvsadm -A -t "$SVC" -s wrr
+run ip netns exec dirB ipvsadm -A -t "$SVC" -s wrr
+run ip netns exec dirA ipvsadm -a -t "$SVC" -r "$RS1" -m -w 10
+run ip netns exec dirA ipvsadm -a -t "$SVC" -r "$RS2" -m -w 20
+run ip netns exec dirA ipvsadm -a -t "$SVC" -r "$RS3" -m -w 30
+for r in "$RS1" "$RS2" "$RS3"; do run ip netns exec dirB ipvsadm -a -t "$SVC" -r "$r" -m -w 1; done
+
+# The shared key (and, for d, another one).
+(umask 077 && head -c 32 /dev/urandom >"$W/sync.key" && head -c 32 /dev/urandom >"$W/other.key") || fail "key files"
+chmod 600 "$W/sync.key" "$W/other.key"
+config monA A 10.9.0.1:9773 B 10.9.0.2:9773 "$W/sync.key"
+config monB B 10.9.0.2:9773 A 10.9.0.1:9773 "$W/sync.key"
+config monA-otherkey A 10.9.0.1:9773 B 10.9.0.2:9773 "$W/other.key"
+for c in monA monB monA-otherkey; do run lvs-monitor -check -config "$W/$c.toml" >/dev/null; done
+say "setup done in $(($(now) - t_start)) s: dirA $(weights dirA), dirB $(weights dirB)"
+
+# --- a. dirB mirrors dirA ----------------------------------------------------
+start_monitor B monB
+start_monitor A monA1
+wait_until 20 "dirA's monitor writes (took over)" grep -q 'took over at epoch' "$W/monA1.log"
+follows_a() { ctl B status -o json 2>/dev/null | grep -q '"leader": "director-A@'; }
+wait_until 20 "dirB's monitor follows dirA (lvsctl status: leader director-A)" follows_a
+# mirrored: both tables equal at two polls in a row, and dirB's no longer
+# its own 1/1/1 nor dirA's starting 10/20/30 (dirA's own computed weights).
+mirrored() {
+	_a=$(weights dirA)
+	_b=$(weights dirB)
+	case $_a in *-*) return 1 ;; esac
+	[ "$_a" = "$_b" ] && [ "$_a" != "1 1 1" ] && [ "$_a" != "10 20 30" ] || { _m=0; return 1; }
+	_m=$((_m + 1))
+	[ "$_m" -ge 2 ]
+}
+_m=0
+wait_until 30 "dirB's table mirrors dirA's" mirrored
+say "mirrored: dirA $(weights dirA) = dirB $(weights dirB)"
+grep -q 'msg="applied the writer.s weights"' "$W/monB.log" || fail "a: dirB never logged applying the writer's weights"
+grep -q 'msg="weight changed"' "$W/monB.log" && fail "a: dirB (a follower) wrote weights of its own: $(grep -m1 'msg="weight changed"' "$W/monB.log")"
+ctl B status -o json >"$W/statusB.json" || fail "a: lvsctl status on dirB failed"
+grep -q '"writer": false' "$W/statusB.json" || fail "a: lvsctl status on dirB does not say writer false"
+ctl A status -o json >"$W/statusA.json" || fail "a: lvsctl status on dirA failed"
+grep -q '"writer": true' "$W/statusA.json" || fail "a: lvsctl status on dirA does not say writer true"
+say "a: PASS"
+
+# --- b. a drain on the standby reaches the writer ----------------------------
+run ip netns exec dirB ipvsadm -e -t "$SVC" -r "$RS1" -m -w 0
+say "operator on dirB (standby): ipvsadm -e -t $SVC -r $RS1 -m -w 0"
+a_rs1_zero() { [ "$(nth 1 "$(weights dirA)")" = 0 ]; }
+wait_until 15 "the drain made on dirB reaches dirA's table" a_rs1_zero
+say "dirA $(weights dirA), dirB $(weights dirB)"
+grep -q "msg=\"operator change made on another director replayed here\" .*server=$RS1 .*new=0" "$W/monA1.log" ||
+	fail "b: dirA did not log replaying dirB's drain"
+wait_until 15 "dirA's monitor classifies rs1 as drained by operator" grep -q "msg=ownership .* server=$RS1 .*drained by operator" "$W/monA1.log"
+# both stay 0 for three of dirA's cycles
+t_end=$(($(now) + 4 * INTERVAL + 2))
+while [ "$(now)" -lt "$t_end" ]; do
+	[ "$(nth 1 "$(weights dirA)")" = 0 ] || fail "b: drained rs1 on dirA is $(nth 1 "$(weights dirA)")"
+	[ "$(nth 1 "$(weights dirB)")" = 0 ] || fail "b: drained rs1 on dirB is $(nth 1 "$(weights dirB)")"
+	sleep 0.5
+done
+say "b: PASS (rs1 0 on both: dirA $(weights dirA), dirB $(weights dirB))"
+
+# --- c. failover --------------------------------------------------------------
+# Put rs2 into slow start (probe fails -> down -> answers -> ramp), so that
+# the weights are moving and dirB must write at once when it takes over.
+kill "$(cat "$W/httpd2.pid")"
+a_rs2_zero() { [ "$(nth 2 "$(weights dirA)")" = 0 ]; }
+wait_until 15 "rs2 down (0) on dirA after its httpd stopped" a_rs2_zero
+ip netns exec reals httpd -f -p 10.2.0.12:80 -h "$W/www2" &
+a_rs2_back() { _w=$(nth 2 "$(weights dirA)"); [ "$_w" != 0 ] && [ "$_w" != - ]; }
+wait_until 15 "rs2 back (ramping) on dirA" a_rs2_back
+sleep 1
+say "rs2 ramping: dirA $(weights dirA), dirB $(weights dirB)"
+# dirA dies. Freeze it first, so that its last table is known; a freeze
+# between a write and its push would show dirB one step behind, which is
+# the one-interval window the design accepts: let it go on and freeze again.
+tries=0
+while :; do
+	kill -STOP "$APID"
+	sleep 0.5
+	last_a=$(weights dirA)
+	last_b=$(weights dirB)
+	[ "$last_a" = "$last_b" ] && break
+	tries=$((tries + 1))
+	[ "$tries" -lt 10 ] || fail "c: dirB never caught up with dirA before the failover: dirA $last_a, dirB $last_b"
+	kill -CONT "$APID"
+	sleep 0.3
+done
+kill -KILL "$APID"
+wait "$APID" 2>/dev/null
+APID=
+say "dirA's monitor killed (after $tries retries); dirA's last table $last_a, dirB's $last_b"
+lines_b=$(wc -l <"$W/monB.log")
+run ip -n dirA addr del "$VIP/32" dev lo
+t_vip=$(wall)
+run ip -n dirB addr add "$VIP/32" dev lo
+wait_until 10 "dirB takes over after the VIP moved" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'took over at epoch'"
+after_vip() { tail -n +$((lines_b + 1)) "$W/monB.log"; }
+wait_until 10 "dirB writes a weight after taking over" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'msg=\"weight changed\"'"
+takeover_line=$(after_vip | grep -m1 'took over at epoch')
+write_line=$(after_vip | grep -m1 'msg="weight changed"')
+role_line=$(after_vip | grep -m1 'VIP watcher: role changed')
+ms_role=$(ms_since "$(log_sod "$role_line")" "$t_vip")
+ms_takeover=$(ms_since "$(log_sod "$takeover_line")" "$t_vip")
+ms_write=$(ms_since "$(log_sod "$write_line")" "$t_vip")
+echo "$takeover_line"
+echo "$write_line"
+say "TAKEOVER: VIP added -> dirB sees it ${ms_role} ms, -> dirB is the writer ${ms_takeover} ms, -> dirB's first weight write ${ms_write} ms (interval $((INTERVAL * 1000)) ms)"
+[ "$ms_takeover" -le $((INTERVAL * 1000)) ] || fail "c: dirB became the writer ${ms_takeover} ms after the VIP was added (more than one interval)"
+[ "$ms_write" -le $((INTERVAL * 1000)) ] || fail "c: dirB's first write came ${ms_write} ms after the VIP was added (more than one interval)"
+# dirB's table at takeover: each weight as dirA left it. A weight dirB wrote
+# since must have started from dirA's (old=), and the others are unchanged.
+now_b=$(weights dirB)
+diff=0
+for n in 1 2 3; do
+	eval "r=\$RS$n"
+	la=$(nth "$n" "$last_a")
+	first=$(after_vip | grep -m1 "msg=\"weight changed\" .* server=$r ")
+	if [ -n "$first" ]; then
+		old=$(echo "$first" | sed -n 's/.* old=\([0-9]*\) .*/\1/p')
+		[ "$old" = "$la" ] || { diff=$((diff + 1)); say "rs$n: dirA left $la, dirB's first write started from $old"; }
+	else
+		[ "$(nth "$n" "$now_b")" = "$la" ] || { diff=$((diff + 1)); say "rs$n: dirA left $la, dirB has $(nth "$n" "$now_b") (not written)"; }
+	fi
+done
+say "weight difference between dirA's last table and dirB's at takeover: $diff of 3 differ (dirA $last_a, dirB before its first write $last_b, dirB now $now_b)"
+[ "$diff" = 0 ] || fail "c: dirB's table at takeover differs from dirA's last table"
+# ... and carries on from dirA's controller state: rs2's slow start goes on
+# by a step (15 s from 10 % to its weight of 40: ~2.4 a cycle), no jump.
+w2=$(after_vip | grep -m1 "msg=\"weight changed\" .* server=$RS2 " | sed -n 's/.* old=\([0-9]*\) new=\([0-9]*\) .*/\1 \2/p')
+[ -n "$w2" ] || fail "c: dirB did not write rs2 (ramping) after taking over"
+set -- $w2
+[ "$2" -gt "$1" ] && [ "$2" -le $(($1 + 8)) ] || fail "c: dirB's first write of rs2 went from $1 to $2: the slow start was not carried over"
+say "rs2's slow start carried on at takeover: $1 -> $2"
+ctl B status -o json >"$W/statusB.json" || fail "c: lvsctl status on dirB failed"
+grep -q '"writer": true' "$W/statusB.json" || fail "c: lvsctl status on dirB does not say writer true after the takeover"
+# the drain is kept through several of dirB's cycles as the writer
+t_end=$(($(now) + 4 * INTERVAL + 2))
+while [ "$(now)" -lt "$t_end" ]; do
+	[ "$(nth 1 "$(weights dirB)")" = 0 ] || fail "c: the drain of rs1 was lost at the failover: dirB $(weights dirB)"
+	sleep 0.5
+done
+after_vip | grep -q "msg=\"weight changed\" .* server=$RS1 " && fail "c: dirB wrote drained rs1"
+say "c: PASS (dirB writing: $(weights dirB); rs1 still drained)"
+
+# --- d. a wrong key: nothing from dirA reaches dirB ---------------------------
+json_num_b() { ctl B status -o json >"$W/statusB.json" 2>/dev/null && json_num "$W/statusB.json" "$1"; }
+bad0=$(json_num_b bad_mac)
+bad0=${bad0:-0}
+lines_b=$(wc -l <"$W/monB.log")
+before_b=$(weights dirB)
+# dirA's table gets a weight of its own for rs3 (an operator's, which the
+# restarted dirA adopts as a new default and claims to write), and dirA
+# gets the VIP back, so that it claims the writer role: with the right key
+# dirB would follow it (the newer epoch).
+run ip netns exec dirA ipvsadm -e -t "$SVC" -r "$RS3" -m -w 7
+run ip -n dirA addr add "$VIP/32" dev lo
+start_monitor A monA2 monA-otherkey
+wait_until 20 "dirA (other key) writes on its own" grep -q 'took over at epoch' "$W/monA2.log"
+bad_grew() { _n=$(json_num_b bad_mac); [ "${_n:-0}" -gt "$bad0" ]; }
+wait_until 15 "dirB counts bad_mac rejections" bad_grew
+wait_until 15 "dirB logs a bad_mac rejection" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'msg=\"sync frame rejected\" .*reason=bad_mac'"
+sleep $((3 * INTERVAL))
+after_b=$(weights dirB)
+a_now=$(weights dirA)
+bad1=$(json_num_b bad_mac)
+acc=$(json_num "$W/statusB.json" accepted)
+say "dirB: bad_mac $bad0 -> $bad1 (accepted $acc); dirB $before_b -> $after_b, dirA (writing on its own) $a_now"
+tail -n +$((lines_b + 1)) "$W/monB.log" | grep -m1 'msg="sync frame rejected"'
+tail -n +$((lines_b + 1)) "$W/monB.log" | grep -E 'applied the writer|split brain|following it|replayed here' &&
+	fail "d: dirB acted on dirA's messages despite the wrong key"
+[ "$(nth 3 "$after_b")" = "$(nth 3 "$before_b")" ] || fail "d: rs3 on dirB changed from $(nth 3 "$before_b") to $(nth 3 "$after_b")"
+[ "$(nth 1 "$after_b")" = 0 ] || fail "d: rs1 on dirB is no longer drained"
+[ "$(nth 3 "$a_now")" != "$(nth 3 "$after_b")" ] || fail "d: dirA's rs3 equals dirB's: nothing to tell apart"
+grep -q '"writer": true' "$W/statusB.json" || fail "d: dirB no longer the writer"
+say "d: PASS"
+
+kill -TERM "$APID" "$BPID"
+wait "$APID"
+ra=$?
+wait "$BPID"
+rb=$?
+APID=
+BPID=
+[ "$ra/$rb" = 0/0 ] || fail "the monitors exited with $ra/$rb on SIGTERM"
+cleanup
+echo "PASS: e2e-pair (a-d) in $(($(now) - t_start)) s; takeover: writer ${ms_takeover} ms, first write ${ms_write} ms after the VIP was added"
