@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Role is what the director's environment says it is: Active when it holds
@@ -252,10 +253,13 @@ func (w *VIPWatcher) watch(ctx context.Context) bool {
 func (w *VIPWatcher) relist() error {
 	var h *netlink.Handle
 	var err error
+	// Ask for the route family only: without it the library opens every
+	// family it knows, and a kernel without one (XFRM, say) fails the whole
+	// handle with "protocol not supported" (seen in the qemu guest).
 	if w.cfg.NetNS != nil {
-		h, err = netlink.NewHandleAt(*w.cfg.NetNS)
+		h, err = netlink.NewHandleAt(*w.cfg.NetNS, unix.NETLINK_ROUTE)
 	} else {
-		h, err = netlink.NewHandle()
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
 	}
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)
