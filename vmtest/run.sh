@@ -199,7 +199,7 @@ depmod -b "$stage" "$kver"
 # Guest scripts.
 cp "$here/guest/init" "$stage/init"
 chmod 755 "$stage/init"
-cp "$here/topology.sh" "$stage/vmtest/"
+cp "$here/topology.sh" "$here/guest/lib.sh" "$stage/vmtest/"
 echo "$test_timeout" >"$stage/etc/vmtest/test-timeout"
 token=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 echo "$token" >"$stage/etc/vmtest/token"

@@ -32,8 +32,6 @@ MONPID=
 HOLD= # pids of the nc processes holding connections
 
 rs() { echo "$(topo_rs_ip "$1"):80"; }
-now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
-say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
 
 cleanup() {
 	[ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
@@ -57,18 +55,10 @@ fail() {
 	exit 1
 }
 
-run() { "$@" || fail "command failed: $*"; }
+WAIT_POLL=0.3
+. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
 
-wait_until() {
-	_secs=$1
-	_deadline=$(($(now) + _secs))
-	_what=$2
-	shift 2
-	while ! "$@"; do
-		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
-		sleep 0.3
-	done
-}
+
 
 # field I COL: column COL of rsI's line in ipvsadm -Ln (4 weight, 5 ActiveConn).
 field() { in_ns director ipvsadm -Ln -t "$SVC" | awk -v a="$(rs "$1")" -v c="$2" '$1 == "->" && $2 == a { print $c }'; }

@@ -31,8 +31,6 @@ CYCLES=${E2E_CYCLES:-4}          # monitor cycles a drain must survive (each sid
 MONPID=
 
 rs() { echo "$(topo_rs_ip "$1"):80"; } # rs I -> RIP:80 as in ipvsadm -Ln
-now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
-say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
 
 cleanup() {
 	[ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
@@ -66,20 +64,9 @@ fail() {
 	exit 1
 }
 
-run() { "$@" || fail "command failed: $*"; }
+. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
 
-# wait_until SECONDS WHAT CMD...: run CMD every 0.5 s until it succeeds;
-# fail after SECONDS.
-wait_until() {
-	_secs=$1
-	_deadline=$(($(now) + _secs))
-	_what=$2
-	shift 2
-	while ! "$@"; do
-		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
-		sleep 0.5
-	done
-}
+
 
 # read_weights: sets w1 w2 w3 to the kernel weights of rs1..rs3 ("" if absent).
 read_weights() {

@@ -34,8 +34,6 @@ APID=
 BPID=
 PAIR_NS="dirA dirB reals"
 
-now() { read -r _up _ </proc/uptime; echo "${_up%.*}"; }
-say() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
 # wall: the wall clock (the monitors' log clock) in seconds, µs resolution.
 wall() { adjtimex | awk '/tv_sec/ { s = $2 } /tv_usec/ { u = $2 } END { printf "%d.%06d\n", s, u }'; }
 # log_sod LINE: the time of a slog line as seconds of the day (UTC).
@@ -68,20 +66,10 @@ fail() {
 	exit 1
 }
 
-run() { "$@" || fail "command failed: $*"; }
+WAIT_POLL=0.3
+. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
 
-# wait_until SECONDS WHAT CMD...: run CMD every 0.3 s until it succeeds;
-# fail after SECONDS.
-wait_until() {
-	_secs=$1
-	_deadline=$(($(now) + _secs))
-	_what=$2
-	shift 2
-	while ! "$@"; do
-		[ "$(now)" -lt "$_deadline" ] || fail "not within ${_secs} s: $_what"
-		sleep 0.3
-	done
-}
+
 
 # weights NS: "w1 w2 w3", the kernel weights of rs1..rs3 in NS's table ("-" if absent).
 weights() {
