@@ -16,7 +16,8 @@ import (
 // DecodeReport reads one Report from r and checks it: at most
 // MaxReportBytes, exactly one JSON object with nothing but white space after
 // it, Schema == SchemaVersion, Time set, and CPU, Memory, Disk and Processes
-// finite and within [0, MaxLoad]. Unknown fields are ignored, so agents may
+// finite and within [0, MaxLoad], and CPUTime, when present, with Since set
+// and finite totals ≥ 0 (busy at most MaxLoad × sampled). Unknown fields are ignored, so agents may
 // add fields without a schema change; Raw is informational and only
 // type-checked.
 func DecodeReport(r io.Reader) (Report, error) {
@@ -58,6 +59,22 @@ func validate(rep Report) error {
 	}{{"cpu", rep.CPU}, {"memory", rep.Memory}, {"disk", rep.Disk}, {"processes", rep.Processes}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > MaxLoad {
 			return fmt.Errorf("report field %s = %v, want 0..%d", f.name, f.v, MaxLoad)
+		}
+	}
+	if t := rep.CPUTime; t != nil {
+		if t.Since.IsZero() {
+			return errors.New("report cpu_time has no since")
+		}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"busy_seconds", t.BusySeconds}, {"sampled_seconds", t.SampledSeconds}} {
+			if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+				return fmt.Errorf("report cpu_time.%s = %v, want a finite number ≥ 0", f.name, f.v)
+			}
+		}
+		if t.BusySeconds > MaxLoad*t.SampledSeconds {
+			return fmt.Errorf("report cpu_time.busy_seconds = %v, more than %d × sampled_seconds (%v)", t.BusySeconds, MaxLoad, t.SampledSeconds)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -55,6 +56,8 @@ func TestDecodeReport(t *testing.T) {
 		{"zero loads", withField("cpu", "0")},
 		{"MaxLoad", withField("processes", "100")},
 		{"time with offset", withField("time", `"2026-01-02T05:04:05+02:00"`)},
+		{"cpu_time", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":120.5,"sampled_seconds":241}`)},
+		{"cpu_time at zero", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":0,"sampled_seconds":0}`)},
 	}
 	for _, tt := range ok {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,6 +84,11 @@ func TestDecodeReport(t *testing.T) {
 		{"no time", withField("time", ""), "no time"},
 		{"zero time", withField("time", `"0001-01-01T00:00:00Z"`), "no time"},
 		{"bad time", withField("time", `"yesterday"`), "time"},
+		{"cpu_time without since", withField("cpu_time", `{"busy_seconds":1,"sampled_seconds":2}`), "no since"},
+		{"cpu_time negative", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":-1,"sampled_seconds":2}`), "busy_seconds"},
+		{"cpu_time sampled as string", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":1,"sampled_seconds":"2"}`), "sampled_seconds"},
+		{"cpu_time busy above MaxLoad×sampled", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":201,"sampled_seconds":2}`), "more than 100"},
+		{"cpu_time out of float range", withField("cpu_time", `{"since":"2026-01-02T03:00:00Z","busy_seconds":1,"sampled_seconds":1e999}`), "sampled_seconds"},
 		{"raw wrong type", withField("raw", `{"cpus":"two"}`), "cpus"},
 		{"huge body", pad(MaxReportBytes + 1), "larger than"},
 		{"huge garbage", strings.Repeat("x", 10*MaxReportBytes), "larger than"},
@@ -291,4 +299,37 @@ func FuzzDecodeReport(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v", rep, rep2)
 		}
 	})
+}
+
+// TestBusyBetween: the mean busy fraction between two replies' totals,
+// computed by hand.
+func TestBusyBetween(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	at := func(since time.Time, busy, sampled float64) *CPUTime {
+		return &CPUTime{Since: since, BusySeconds: busy, SampledSeconds: sampled}
+	}
+	for _, tt := range []struct {
+		name      string
+		prev, cur *CPUTime
+		want      float64
+		ok        bool
+	}{
+		{"5 s, 3.5 s busy", at(t0, 10, 20), at(t0, 13.5, 25), 0.7, true},
+		{"idle", at(t0, 10, 20), at(t0, 10, 25), 0, true},
+		{"overloaded source above 1", at(t0, 0, 0), at(t0, 6, 4), 1.5, true},
+		{"capped at MaxLoad", at(t0, 0, 0), at(t0, 1000, 1), MaxLoad, true},
+		{"same sample twice", at(t0, 10, 20), at(t0, 10, 20), 0, false},
+		{"agent restarted", at(t0, 10, 20), at(t0.Add(time.Minute), 12, 25), 0, false},
+		{"busy went backwards", at(t0, 10, 20), at(t0, 9, 25), 0, false},
+		{"sampled went backwards", at(t0, 10, 20), at(t0, 11, 19), 0, false},
+		{"no previous", nil, at(t0, 1, 1), 0, false},
+		{"old agent", at(t0, 1, 1), nil, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := BusyBetween(tt.prev, tt.cur)
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("BusyBetween = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
 }

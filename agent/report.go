@@ -32,7 +32,39 @@ type Report struct {
 	Disk      float64 `json:"disk"`
 	Processes float64 `json:"processes"`
 
+	// CPUTime lets a poller compute the CPU busy fraction over its own
+	// interval instead of the agent's last window: the difference of two
+	// replies' counters. Absent from agents older than this field.
+	CPUTime *CPUTime `json:"cpu_time,omitempty"`
+
 	Raw Raw `json:"raw"`
+}
+
+// CPUTime holds the agent's running totals since Since (when its sampler
+// started): SampledSeconds of sampled wall time, and BusySeconds, the
+// integral of the CPU busy fraction over it (the sum of CPU × window over
+// every window). Between two replies with the same Since, ΔBusy ÷ ΔSampled
+// is the mean busy fraction over the time between them.
+type CPUTime struct {
+	Since          time.Time `json:"since"`
+	BusySeconds    float64   `json:"busy_seconds"`
+	SampledSeconds float64   `json:"sampled_seconds"`
+}
+
+// BusyBetween returns the mean CPU busy fraction between two replies'
+// totals, prev the earlier. ok is false when they cannot be compared: one
+// is missing, the agent restarted between them (Since differs), or no
+// window was sampled in between (the same sample twice).
+func BusyBetween(prev, cur *CPUTime) (busy float64, ok bool) {
+	if prev == nil || cur == nil || !prev.Since.Equal(cur.Since) {
+		return 0, false
+	}
+	ds := cur.SampledSeconds - prev.SampledSeconds
+	db := cur.BusySeconds - prev.BusySeconds
+	if !(ds > 0) || db < 0 {
+		return 0, false
+	}
+	return min(db/ds, MaxLoad), true
 }
 
 // Raw holds the figures behind the normalised loads, for operators and

@@ -80,6 +80,7 @@ func (s *Sampler) Run(ctx context.Context) {
 	defer t.Stop()
 	var prev Reading
 	var prevAt time.Time
+	totals := CPUTime{Since: s.started.UTC()}
 	for {
 		select {
 		case <-ctx.Done():
@@ -99,6 +100,12 @@ func (s *Sampler) Run(ctx context.Context) {
 			prev, prevAt = cur, now
 		default:
 			rep, rerr := cur.Report(prev)
+			if rerr == nil {
+				totals.BusySeconds += rep.CPU * rep.Raw.WindowSeconds
+				totals.SampledSeconds += rep.Raw.WindowSeconds
+				t := totals
+				rep.CPUTime = &t
+			}
 			s.publish(rep, rerr)
 			prev, prevAt = cur, now
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,7 +46,8 @@ func TestParseSource(t *testing.T) {
 }
 
 // fakeSource returns readings whose Report yields a report with CPU = the
-// reading's sequence number / 100, or the queued error.
+// reading's sequence number / 100 over a window of (n − prev.n) seconds, or
+// the queued error.
 type fakeSource struct {
 	mu    sync.Mutex
 	n     int
@@ -57,7 +59,8 @@ type fakeReading struct{ n int }
 
 func (r fakeReading) Report(prev Reading) (Report, error) {
 	p := prev.(fakeReading)
-	return finish(Report{Time: time.Now(), Source: "fake", CPU: float64(r.n) / 100, Raw: Raw{RunnableTasks: p.n}})
+	return finish(Report{Time: time.Now(), Source: "fake", CPU: float64(r.n) / 100,
+		Raw: Raw{RunnableTasks: p.n, WindowSeconds: float64(r.n - p.n)}})
 }
 
 func (f *fakeSource) Name() string { return "fake" }
@@ -111,6 +114,11 @@ func TestSamplerStates(t *testing.T) {
 	if r.CPU != 0.02 || r.Raw.RunnableTasks != 1 || r.Schema != SchemaVersion {
 		t.Errorf("first report %+v", r)
 	}
+	// The running totals: 0.02 × 1 s busy over 1 s sampled.
+	if c := r.CPUTime; c == nil || c.BusySeconds != 0.02 || c.SampledSeconds != 1 || !c.Since.Equal(s.started) {
+		t.Errorf("first report's cpu_time %+v, want busy 0.02 of 1 s since %v", c, s.started)
+	}
+	first := r.CPUTime
 	// Reads 3 and 4 fail: the error is served, not the old report.
 	_, err = waitFor("error", func(r Report, err error) bool { return err != nil })
 	if err.Error() != "boom" {
@@ -120,6 +128,14 @@ func TestSamplerStates(t *testing.T) {
 	r, _ = waitFor("recovery", func(r Report, err error) bool { return err == nil && r.CPU >= 0.05 })
 	if r.CPU != 0.05 || r.Raw.RunnableTasks != 2 {
 		t.Errorf("after recovery %+v, want cpu 0.05 over [2, 5]", r)
+	}
+	// The failed reads add nothing; the recovery window [2, 5] adds
+	// 0.05 × 3 s: 0.17 busy over 4 s, and 0.15/3 = 0.05 between the two.
+	if c := r.CPUTime; c == nil || math.Abs(c.BusySeconds-0.17) > 1e-12 || c.SampledSeconds != 4 {
+		t.Errorf("cpu_time after recovery %+v, want busy 0.17 of 4 s", c)
+	}
+	if b, ok := BusyBetween(first, r.CPUTime); !ok || math.Abs(b-0.05) > 1e-12 {
+		t.Errorf("BusyBetween(first, after recovery) = %v, %v; want 0.05", b, ok)
 	}
 	body, err := s.body()
 	if err != nil || !strings.HasSuffix(string(body), "}\n") || !strings.Contains(string(body), `"source":"fake"`) {
