@@ -263,6 +263,10 @@ func rawFigure(name string, d monitor.DestStatus, reference time.Duration, agent
 	}
 	switch name {
 	case "cpu":
+		if d.CPUSpan > 0 {
+			v := d.Inputs.CPU
+			return fmt.Sprintf("%.1f%% busy over the last %.1fs (the agent's running totals) on %g CPUs", v*100, d.CPUSpan, raw.CPUs), &v, "busy fraction"
+		}
 		v := raw.CPUBusy
 		return fmt.Sprintf("%.1f%% busy over %.1fs on %g CPUs", raw.CPUBusy*100, raw.WindowSeconds, raw.CPUs), &v, "busy fraction"
 	case "memory":

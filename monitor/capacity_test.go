@@ -1,10 +1,12 @@
 package monitor
 
 import (
+	"lvs-feedback/agent"
 	"math"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSmoothCapacity(t *testing.T) {
@@ -62,7 +64,7 @@ func TestCapacityWeight(t *testing.T) {
 // of CPU, in proportion, the most capable at the resolution.
 func TestCapacityController(t *testing.T) {
 	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(cpuOnlyConfig+"[weight]\ncontroller = \"capacity\"\nsmoothing = 0.5\n"))
+	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nsmoothing = 0.5\n")))
 	must(t, err)
 	cfg.StateDir = r.dir
 	r.cfg = cfg
@@ -106,7 +108,7 @@ func addConns(t *testing.T, r *rig, a, b, c uint32) {
 
 func TestCapacityExplainWithinBand(t *testing.T) {
 	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(cpuOnlyConfig+"[weight]\ncontroller = \"capacity\"\nresolution = 10\n"))
+	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nresolution = 10\n")))
 	must(t, err)
 	cfg.StateDir = r.dir
 	r.cfg = cfg
@@ -142,7 +144,7 @@ func TestSaturatedAlone(t *testing.T) {
 func TestCapacitySaturatedServerDropsAtOnce(t *testing.T) {
 	for _, sat := range []string{"0.9", "0.0"} {
 		r := newRig(t)
-		cfg, err := ParseConfig("t.toml", []byte(cpuOnlyConfig+"[weight]\ncontroller = \"capacity\"\nsmoothing = 0.5\nsaturation = "+sat+"\n"))
+		cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nsmoothing = 0.5\nsaturation = "+sat+"\n")))
 		must(t, err)
 		cfg.StateDir = r.dir
 		r.cfg = cfg
@@ -166,5 +168,166 @@ func TestCapacitySaturatedServerDropsAtOnce(t *testing.T) {
 		if got := r.weight(rsB); got != want {
 			t.Errorf("saturation %s: B weight %d, want %d", sat, got, want)
 		}
+	}
+}
+
+func TestServedConnections(t *testing.T) {
+	for _, tt := range []struct {
+		newConns int64
+		delta    int
+		want     float64
+	}{
+		{100, 0, 100},
+		{100, 20, 80},   // 20 more still active: 80 served
+		{100, -30, 130}, // 30 older ones finished too
+		{10, 50, 0},     // never negative
+	} {
+		if got := ServedConnections(tt.newConns, tt.delta); got != tt.want {
+			t.Errorf("ServedConnections(%d, %d) = %v, want %v", tt.newConns, tt.delta, got, tt.want)
+		}
+	}
+}
+
+func TestUpdateCapacity(t *testing.T) {
+	p := WeightParams{Smoothing: 0.5, Saturation: 0.9}
+	off := WeightParams{Smoothing: 0.5}
+	for _, tt := range []struct {
+		name             string
+		est              float64
+		n                int
+		obs, cpu, median float64
+		p                WeightParams
+		want             float64
+	}{
+		{"first observation as it is", 0, 1, 100, 0.5, 0.5, p, 100},
+		// (0.5·100 + (0.5 − 0.25)·200) / (1 − 0.25) = 100/0.75
+		{"smoothed", 200, 2, 100, 0.5, 0.5, p, 133.33333333333334},
+		{"saturated: no rise", 200, 2, 300, 0.95, 0.5, p, 200},
+		{"saturated alone: the fall at once", 200, 2, 50, 0.95, 0.5, p, 50},
+		// everyone saturated (a burst): (0.5·50 + 0.25·200)/0.75 = 75/0.75
+		{"saturated with the median: fall smoothed", 200, 2, 50, 0.95, 0.95, p, 100},
+		// (0.5·300 + 0.25·200)/0.75 = 200/0.75
+		{"saturation off: rise smoothed", 200, 2, 300, 1, 0.5, off, 266.6666666666667},
+	} {
+		if got := UpdateCapacity(tt.est, tt.n, tt.obs, tt.cpu, tt.median, tt.p); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: UpdateCapacity = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAnchorFactors(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		peers []CapacityPeer
+		want  []float64
+	}{
+		{"one below the median", []CapacityPeer{{PerWeight: 2}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 0.5}},
+		// median of 2 and 1 is 1.5
+		{"unknown skipped", []CapacityPeer{{PerWeight: 2}, {}, {PerWeight: 1}}, []float64{4.0 / 3, 0, 2.0 / 3}},
+		// the demo's hog: idle peers' lower bounds 20, the hogged server 1
+		{"busy server among idle ones", []CapacityPeer{{PerWeight: 20, Idle: true}, {PerWeight: 1}, {PerWeight: 20, Idle: true}}, []float64{1, 0.05, 1}},
+		// a lower-bound median proves nothing above it: 3/1 is cut to 1
+		{"above a lower-bound median", []CapacityPeer{{PerWeight: 3}, {PerWeight: 1, Idle: true}, {PerWeight: 1, Idle: true}}, []float64{1, 1, 1}},
+		{"none known", []CapacityPeer{{}, {}}, []float64{0, 0}},
+		// an idle server that served nothing bounds nothing, but has
+		// capacity to spare: the others' factors above 1 are cut (2/1.5)
+		{"idle without connections", []CapacityPeer{{Idle: true}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 2.0 / 3}},
+	} {
+		got := AnchorFactors(tt.peers)
+		for i := range tt.want {
+			if math.Abs(got[i]-tt.want[i]) > 1e-12 {
+				t.Errorf("%s: AnchorFactors = %v, want %v", tt.name, got, tt.want)
+				break
+			}
+		}
+	}
+}
+
+func TestAnchoredWeight(t *testing.T) {
+	for _, tt := range []struct {
+		def       int
+		f, anchor float64
+		deviating bool
+		want      int
+		wantDev   bool
+	}{
+		{10, 1.10, 0.15, false, 10, false}, // within 15 %: the default
+		{10, 0.80, 0.15, false, 8, true},   // 20 % below: 10·0.8
+		{10, 1.16, 0.15, false, 12, true},  // 11.6 → 12
+		{10, 0.90, 0.15, true, 9, true},    // 10 % off, not below 7.5 %: stays off
+		{10, 0.95, 0.15, true, 10, false},  // 5 % < 7.5 %: back to the default
+		{10, 0.04, 0.15, false, 1, true},   // 0.4 → never below min 1
+		{40, 1.50, 0.15, false, 60, true},
+		{50000, 2, 0.15, false, 65535, true}, // the kernel's largest weight
+	} {
+		got, dev := AnchoredWeight(tt.def, tt.f, tt.anchor, tt.deviating, 1)
+		if got != tt.want || dev != tt.wantDev {
+			t.Errorf("AnchoredWeight(%d, %v, %v, %v) = %d, %v; want %d, %v", tt.def, tt.f, tt.anchor, tt.deviating, got, dev, tt.want, tt.wantDev)
+		}
+	}
+}
+
+func TestIntervalCPU(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	prev := &agent.CPUTime{Since: t0, BusySeconds: 10, SampledSeconds: 20}
+	cur := &agent.CPUTime{Since: t0, BusySeconds: 13.5, SampledSeconds: 25}
+	for _, tt := range []struct {
+		name            string
+		prev, cur       *agent.CPUTime
+		maxSpan         float64
+		wantCPU, wantSp float64
+	}{
+		{"5 s of totals", prev, cur, 10, 0.7, 5},
+		{"a gap longer than maxSpan: last window", prev, cur, 4, 0.9, 0},
+		{"first poll: last window", nil, cur, 10, 0.9, 0},
+		{"old agent: last window", prev, nil, 10, 0.9, 0},
+	} {
+		cpu, span := IntervalCPU(tt.prev, tt.cur, 0.9, tt.maxSpan)
+		if math.Abs(cpu-tt.wantCPU) > 1e-12 || span != tt.wantSp {
+			t.Errorf("%s: IntervalCPU = %v over %v s, want %v over %v s", tt.name, cpu, span, tt.wantCPU, tt.wantSp)
+		}
+	}
+}
+
+// TestAnchoredCapacityController: the default controller keeps servers at
+// their configured weights while their capacity per unit of weight agrees,
+// moves a server that lost capacity, and returns it when it is idle again.
+func TestAnchoredCapacityController(t *testing.T) {
+	r := newRig(t)
+	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("smoothing = 0.5\n")))
+	must(t, err)
+	cfg.StateDir = r.dir
+	r.cfg = cfg
+	m := r.monitor(false)
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		r.agents.set(agentOf(rs), 0.5)
+	}
+	cycle(t, m)
+	addConns(t, r, 100, 100, 100) // capacities 200 each: all at the default
+	if rep := cycle(t, m); rep.Writes != 0 {
+		t.Errorf("equal capacities: %d writes, want 0", rep.Writes)
+	}
+	// B serves the same 100 connections at CPU 1.0, alone: its estimate
+	// falls at once to 100, per unit of weight 10 against the median 20:
+	// factor 0.5, weight 10·0.5 = 5.
+	r.agents.set(agentOf(rsB), 1.0)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 5 || c != 10 {
+		t.Errorf("B lost capacity: weights %d %d %d, want 10 5 10", a, b, c)
+	}
+	e, err := m.Explain(svcKey, rsB)
+	must(t, err)
+	if !strings.Contains(e.Dest.Reason+e.Decision, "capacity 0.50×") {
+		t.Errorf("explain B: reason %q decision %q", e.Dest.Reason, e.Decision)
+	}
+	// Everyone nearly idle (CPU 0.01): capacity to spare, B back to 10.
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		r.agents.set(agentOf(rs), 0.01)
+	}
+	addConns(t, r, 100, 50, 100)
+	cycle(t, m)
+	if b := r.weight(rsB); b != 10 {
+		t.Errorf("idle again: B weight %d, want the default 10", b)
 	}
 }

@@ -74,14 +74,21 @@ type WeightParams struct {
 	Controller string `toml:"controller"`
 	// Capacity controller: the geometric decay α of the smoothing
 	// (0 = the last interval only), the relative dead-band a weight must
-	// move by to be written, and the weight of the most capable server.
+	// move by to be written, and, with Anchor 0, the weight of the most
+	// capable server.
 	Smoothing  float64 `toml:"smoothing"`
 	Band       float64 `toml:"band"`
 	Resolution int     `toml:"resolution"`
-	// Saturation: a server at least this busy while its service's median
-	// is not has lost capacity; its lower estimate is taken at once
-	// (SaturatedAlone). 0 disables it.
+	// Saturation: a server at least this busy is saturated: its estimate
+	// may fall but not rise (UpdateCapacity), and when its service's median
+	// is below this, it has lost capacity and its lower estimate is taken
+	// at once (SaturatedAlone). 0 disables both.
 	Saturation float64 `toml:"saturation"`
+	// Anchor: the capacity controller keeps a server at its configured
+	// weight until its capacity per unit of configured weight differs from
+	// its service's median by more than this share; 0 = weights always in
+	// proportion to the estimates (resolution).
+	Anchor float64 `toml:"anchor"`
 }
 
 // Availability holds the rules that keep the monitor from making an
@@ -171,7 +178,7 @@ func DefaultConfig() Config {
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: "lvs", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9},
+			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15},
 		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
@@ -324,6 +331,9 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if !(w.Band >= 0 && w.Band < 1) {
 		bad("weight.band", "must be from 0 to below 1 (a share of the current weight), got %v", w.Band)
+	}
+	if !(w.Anchor >= 0 && w.Anchor < 1) {
+		bad("weight.anchor", "must be from 0 (off) to below 1 (a share of the median), got %v", w.Anchor)
 	}
 	if !(w.Saturation >= 0 && w.Saturation <= 1) {
 		bad("weight.saturation", "must be from 0 (off) to 1, got %v", w.Saturation)

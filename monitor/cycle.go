@@ -30,13 +30,16 @@ type DestStatus struct {
 	AgentErr      error
 	Report        agent.Report  // the agent's reply this cycle (zero if none)
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
-	AgentOK       time.Time     // last good agent reply (zero: none since start)
-	WeightBefore  int           // kernel weight before this cycle's write
-	AgentStale    bool          // the agent has been silent longer than agent_expiry
-	Frozen        bool          // the service is frozen (fail static) this cycle
-	Ramp          float64       // slow-start factor, 1 when not ramping
-	Wrote         bool
-	Reason        string // why the weight or ownership changed, if it did
+	// CPUSpan is how many seconds of the agent's sampling Inputs.CPU
+	// averages (IntervalCPU); 0 when it is the agent's last window.
+	CPUSpan      float64
+	AgentOK      time.Time // last good agent reply (zero: none since start)
+	WeightBefore int       // kernel weight before this cycle's write
+	AgentStale   bool      // the agent has been silent longer than agent_expiry
+	Frozen       bool      // the service is frozen (fail static) this cycle
+	Ramp         float64   // slow-start factor, 1 when not ramping
+	Wrote        bool
+	Reason       string // why the weight or ownership changed, if it did
 
 	// ControllerBefore and ControllerAfter are the controller's fractional
 	// weight before and after this cycle's formula step.
@@ -72,14 +75,22 @@ type destRow struct {
 
 	// computed
 	newConns int64
-	inputs   Inputs
-	load     float64
-	ramp     float64
-	capacity int // the capacity controller's weight; 0 without an estimate
-	frozen   bool
-	action   Action
-	reason   string // ownership change found while reconciling
-	wrote    bool
+	// activeDelta: the change of the active-connection gauge since the
+	// last cycle (valid when newConns is)
+	activeDelta int
+	cpu         float64 // CPU busy fraction used this cycle (IntervalCPU)
+	cpuSpan     float64 // seconds cpu covers; 0 = the agent's last window
+	inputs      Inputs
+	load        float64
+	ramp        float64
+	capacity    int // the capacity controller's weight; 0 without an estimate
+	// capFactor: anchored, the server's capacity per unit of default
+	// weight ÷ its service's median (0 when not computed)
+	capFactor float64
+	frozen    bool
+	action    Action
+	reason    string // ownership change found while reconciling
+	wrote     bool
 	// weightBefore is the kernel weight before this cycle's write.
 	weightBefore int
 	// the controller weight before and after the formula, for explain

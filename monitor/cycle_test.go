@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,10 +79,15 @@ func agentOf(rs netip.AddrPort) string { return netip.AddrPortFrom(rs.Addr(), 97
 
 // cpuOnly makes the aggregate load equal the CPU input, so expected weights
 // are easy to compute by hand.
+// cpuOnlyConfig runs the LVS formula on CPU alone; the tests built on it
+// check the formula's weights. capacityConfig switches it to the capacity
+// controller.
 const cpuOnlyConfig = `
 interval = "1s"
 agent_timeout = "500ms"
 probe_timeout = "500ms"
+[weight]
+controller = "lvs"
 [coefficients]
 input = 0.0
 cpu = 1.0
@@ -445,4 +451,10 @@ func TestTableChangesBetweenCycles(t *testing.T) {
 	if got := r.weight(rsA); got != 5 {
 		t.Errorf("service back: A weight %d, want 5", got)
 	}
+}
+
+// capacityConfig is cpuOnlyConfig with the capacity controller and the
+// given extra [weight] lines.
+func capacityConfig(weight string) string {
+	return strings.Replace(cpuOnlyConfig, "controller = \"lvs\"\n", "controller = \"capacity\"\n"+weight, 1)
 }

@@ -16,8 +16,14 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 	for _, r := range rows {
 		if r.mem.counterSet {
 			r.newConns = int64(ipvs.ConnectionDelta(r.mem.counter, r.kernel.Connections))
+			r.activeDelta = r.kernel.ActiveConns - r.mem.active
 		}
+		r.mem.active = r.kernel.ActiveConns
 		r.mem.counter, r.mem.counterSet = r.kernel.Connections, true
+		if r.polled && r.agentErr == nil {
+			r.cpu, r.cpuSpan = IntervalCPU(r.mem.cpuTime, r.report.CPUTime, r.report.CPU, 2*m.Interval().Seconds())
+			r.mem.cpuTime = r.report.CPUTime
+		}
 		if r.rec.State == Managed && r.probed && r.probeErr == nil && r.kernel.Weight > 0 {
 			bySvc[r.svc] = append(bySvc[r.svc], r)
 		}
@@ -32,7 +38,7 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 			r.inputs = Inputs{Input: inputs[i], Response: ResponseLoad(r.rtt, svc.Probe.Reference)}
 			switch {
 			case r.polled && r.agentErr == nil:
-				r.inputs.CPU = r.report.CPU
+				r.inputs.CPU = r.cpu
 				r.inputs.Memory = r.report.Memory
 				r.inputs.Disk = r.report.Disk
 				r.inputs.Process = r.report.Processes
@@ -50,33 +56,57 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 }
 
 // estimateCapacity is the capacity controller's measurement: each server's
-// capacity is the connections it received per unit of CPU busy fraction
-// (throughput ÷ utilisation), smoothed over intervals; its weight is in
-// proportion to the most capable server's. A server with no good
-// measurement this interval keeps its estimate.
+// capacity is the connections it served per unit of CPU busy fraction
+// (throughput ÷ utilisation), smoothed over intervals. Anchored (the
+// default), a server keeps its configured weight until its capacity per
+// unit of that weight strays from the service's median (AnchoredWeight);
+// with anchor 0 weights are in proportion to the most capable server's
+// (CapacityWeight). A server with no good measurement this interval keeps
+// its estimate.
 func (m *Monitor) estimateCapacity(rows []*destRow) {
 	p := m.cfg.Weight
 	var cpus []float64
 	for _, r := range rows {
 		if r.polled && r.agentErr == nil {
-			cpus = append(cpus, r.report.CPU)
+			cpus = append(cpus, r.cpu)
 		}
 	}
 	medianCPU := median(cpus)
 	maxEst := 0.0
-	for _, r := range rows {
-		if r.polled && r.agentErr == nil && r.newConns >= 0 && r.report.CPU >= MinCapacityBusy {
-			obs := float64(r.newConns) / r.report.CPU
+	peers := make([]CapacityPeer, len(rows))
+	for i, r := range rows {
+		def := float64(r.rec.DefaultWeight(r.server.Weight))
+		measured := r.polled && r.agentErr == nil && r.newConns >= 0
+		served := ServedConnections(r.newConns, r.activeDelta)
+		switch {
+		case measured && r.cpu >= MinCapacityBusy:
 			r.mem.nobs++
-			if SaturatedAlone(r.report.CPU, medianCPU, p.Saturation) && obs < r.mem.est {
-				r.mem.est = obs // lost capacity: bad news at once
-			} else {
-				r.mem.est = SmoothCapacity(r.mem.est, r.mem.nobs, obs, p.Smoothing)
+			r.mem.est = UpdateCapacity(r.mem.est, r.mem.nobs, served/r.cpu, r.cpu, medianCPU, p)
+		case measured:
+			// Nearly idle: capacity to spare, at least this much. The
+			// estimate starts afresh the next time the server is busy (an
+			// old low one, e.g. from a hog, must not linger).
+			peers[i].Idle = true
+			if served > 0 {
+				peers[i].PerWeight = served / MinCapacityBusy / def
 			}
+			r.mem.est, r.mem.nobs = 0, 0
 		}
 		if r.mem.nobs > 0 {
 			maxEst = math.Max(maxEst, r.mem.est)
+			if !peers[i].Idle {
+				peers[i].PerWeight = r.mem.est / def
+			}
 		}
+	}
+	if p.Anchor > 0 {
+		for i, f := range AnchorFactors(peers) {
+			if r := rows[i]; f > 0 {
+				r.capFactor = f
+				r.capacity, r.mem.deviating = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, p.Anchor, r.mem.deviating, p.Min)
+			}
+		}
+		return
 	}
 	for _, r := range rows {
 		if r.mem.nobs > 0 {
@@ -163,6 +193,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			Obs:               obs,
 			Ramp:              r.ramp,
 			Capacity:          r.capacity,
+			CapacityFactor:    r.capFactor,
 		}, &ctrl, m.cfg.Weight)
 		r.mem.ctrl = ctrl
 		r.ctrlAfter = ctrl

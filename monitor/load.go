@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"lvs-feedback/agent"
 	"math"
 	"time"
 )
@@ -154,8 +155,10 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 }
 
 // MinCapacityBusy is the CPU busy fraction below which a server's capacity
-// is not measured: connections ÷ a tiny busy fraction is noise.
-const MinCapacityBusy = 0.05
+// is not measured: connections ÷ a tiny busy fraction is noise (a 1 s
+// window of 10 ms ticks reads 0.05 ± 0.01, i.e. ±20 %); such a server has
+// capacity to spare.
+const MinCapacityBusy = 0.1
 
 // CapacityWeight is the capacity controller's weight for a server with
 // smoothed capacity est when the most capable server of the service has
@@ -173,6 +176,34 @@ func PassesBand(current, next int, band float64) bool {
 	return math.Abs(float64(next-current)) > band*float64(current)
 }
 
+// ServedConnections is the number of connections a server served in an
+// interval: the new connections it received less the growth of its active
+// connections (those still queued or in progress). At saturation its
+// arrivals exceed what it serves; this counts what it served.
+func ServedConnections(newConns int64, activeDelta int) float64 {
+	return max(0, float64(newConns)-float64(activeDelta))
+}
+
+// UpdateCapacity folds the n-th capacity observation obs (n ≥ 1;
+// connections served per unit of CPU) of a server busy cpu into its
+// estimate est, when its service's median busy fraction is medianCPU:
+//
+//   - saturated (cpu ≥ p.Saturation), an observation above the estimate is
+//     not taken: a saturated server's count is bounded by what it was sent,
+//     so it cannot show more capacity;
+//   - saturated alone (SaturatedAlone), an observation below the estimate
+//     is taken at once (lost capacity: bad news is not smoothed in);
+//   - otherwise the observation is smoothed in (SmoothCapacity, p.Smoothing).
+func UpdateCapacity(est float64, n int, obs, cpu, medianCPU float64, p WeightParams) float64 {
+	if n > 1 && p.Saturation > 0 && cpu >= p.Saturation && obs > est {
+		return est
+	}
+	if n > 1 && SaturatedAlone(cpu, medianCPU, p.Saturation) && obs < est {
+		return obs
+	}
+	return SmoothCapacity(est, n, obs, p.Smoothing)
+}
+
 // SaturatedAlone reports whether a server is saturated while its service as
 // a whole is not: its CPU busy fraction is at least sat, and the median of
 // the service's servers is below sat. Such a server has lost capacity (a
@@ -181,4 +212,92 @@ func PassesBand(current, next int, band float64) bool {
 // busy (a burst of traffic) the estimates stay smoothed. sat = 0 disables it.
 func SaturatedAlone(cpu, medianCPU, sat float64) bool {
 	return sat > 0 && cpu >= sat && medianCPU < sat
+}
+
+// CapacityPeer is one server's standing in its service for the anchored
+// capacity controller.
+type CapacityPeer struct {
+	// PerWeight is the server's capacity estimate ÷ its default weight; 0
+	// when unknown.
+	PerWeight float64
+	// Idle: the server was busy less than MinCapacityBusy this interval;
+	// PerWeight is then only a lower bound (connections served ÷
+	// MinCapacityBusy; 0 when it served none), and the server has capacity
+	// to spare.
+	Idle bool
+}
+
+// AnchorFactors returns each server's capacity per unit of default weight
+// as a multiple of its service's median (the input of AnchoredWeight), 0
+// for a server with no estimate. An idle server's factor is 1: it has
+// capacity to spare, whatever its estimate says. An idle server's lower
+// bound counts towards the median; with an idle server in the service the
+// median is a lower bound too, so a factor above 1 proves nothing and is
+// cut to 1, while a busy server below it is below the true median as well.
+func AnchorFactors(peers []CapacityPeer) []float64 {
+	var known []float64
+	lowerBound := false
+	for _, p := range peers {
+		if p.PerWeight > 0 {
+			known = append(known, p.PerWeight)
+		}
+		lowerBound = lowerBound || p.Idle
+	}
+	ref := median(known)
+	out := make([]float64, len(peers))
+	for i, p := range peers {
+		switch {
+		case p.Idle:
+			out[i] = 1
+		case p.PerWeight > 0 && ref > 0:
+			out[i] = p.PerWeight / ref
+			if lowerBound {
+				out[i] = math.Min(out[i], 1)
+			}
+		}
+	}
+	return out
+}
+
+// AnchoredWeight is the anchored capacity controller's weight for a server
+// of default weight def whose capacity per unit of default weight is f
+// times its service's median. The server stays at def while f is within
+// anchor of 1; it leaves def when |f − 1| > anchor and returns when
+// |f − 1| < anchor/2 (hysteresis, so noise at the edge does not flap).
+// Off def its weight is def·f, never below min nor above the kernel's
+// largest weight.
+func AnchoredWeight(def int, f, anchor float64, deviating bool, min int) (int, bool) {
+	d := math.Abs(f - 1)
+	switch {
+	case deviating && d < anchor/2:
+		deviating = false
+	case !deviating && d > anchor:
+		deviating = true
+	}
+	if !deviating {
+		return def, false
+	}
+	return int(clamp(math.Round(float64(def)*f), float64(min), 65535)), true
+}
+
+// IntervalCPU is the CPU busy fraction a cycle uses for a server: the mean
+// over the time since the previous poll, from the agent's running totals
+// (agent.BusyBetween), when they cover at most maxSpan seconds; otherwise
+// (no earlier totals, an agent restart or an old agent without totals, the
+// same sample twice, a gap after failed polls) the agent's last window,
+// last. span is the seconds the mean covers, 0 for last.
+//
+// The connection counts of INPUT and of the capacity estimate are counted
+// over the same interval, so the mean lines the two up; the agent's own
+// window (1 s by default) is a fifth of a 5 s interval and noisier.
+func IntervalCPU(prev, cur *agent.CPUTime, last, maxSpan float64) (cpu, span float64) {
+	busy, ok := agent.BusyBetween(prev, cur)
+	if !ok {
+		return last, 0
+	}
+	span = cur.SampledSeconds - prev.SampledSeconds
+	if span > maxSpan {
+		return last, 0
+	}
+	return busy, span
 }

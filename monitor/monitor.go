@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/scheduler"
 )
@@ -118,13 +119,19 @@ type destMemory struct {
 
 	counter    uint32 // last reading of the connection counter
 	counterSet bool
+	active     int // active connections at the last reading
 
 	agentOK      time.Time // last good agent reply
 	agentFailing bool      // the last poll failed
 	rampStart    time.Time // slow start began; zero when not ramping
 
+	cpuTime *agent.CPUTime // the agent's CPU totals at the last good poll
+
 	est  float64 // capacity controller: smoothed capacity estimate
 	nobs int     // observations folded into est
+	// deviating: the anchored capacity controller has moved the server off
+	// its configured weight.
+	deviating bool
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director

@@ -143,8 +143,12 @@ type DecideInput struct {
 	// weight the server may have now. 1 means no ramp.
 	Ramp float64
 	// Capacity is the capacity controller's weight for the server
-	// (CapacityWeight); 0 when it has no estimate yet. Unused by "lvs".
+	// (AnchoredWeight or CapacityWeight); 0 when it has no estimate yet.
+	// Unused by "lvs".
 	Capacity int
+	// CapacityFactor is, anchored, the server's capacity per unit of
+	// default weight ÷ the service's median (for the log line).
+	CapacityFactor float64
 }
 
 // Decide applies the availability rules and the weight formula to one
@@ -215,6 +219,20 @@ func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParam
 	*ctrl = float64(in.Capacity)
 	to := rampWeight(*ctrl, ramp, p.Min)
 	ramping := ramp < 1 && to != in.KernelWeight
+	if p.Anchor > 0 {
+		// Anchored: back to the default weight is always written (the
+		// hysteresis of AnchoredWeight keeps it from flapping).
+		def := rec.DefaultWeight(in.ConfiguredDefault)
+		back := in.Capacity == def && to != in.KernelWeight
+		if in.KernelWeight >= p.Min && !ramping && !back && !PassesBand(in.KernelWeight, to, p.Band) {
+			return Action{Record: rec}
+		}
+		reason := fmt.Sprintf("capacity %.2f× its default weight's share", in.CapacityFactor)
+		if in.Capacity == def {
+			reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", in.CapacityFactor, p.Anchor*100)
+		}
+		return writeAction(rec, to, reason, ramp)
+	}
 	if in.KernelWeight >= p.Min && !ramping && !PassesBand(in.KernelWeight, to, p.Band) {
 		return Action{Record: rec}
 	}

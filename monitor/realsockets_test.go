@@ -82,6 +82,8 @@ interval = "2s"
 agent_timeout = "1s"
 probe_timeout = "1s"
 state_dir = %q
+[weight]
+controller = "lvs"
 [availability]
 slow_start = "0s"
 [[service]]
@@ -125,6 +127,17 @@ agent = %q
 		if s.KernelWeight <= 10 {
 			t.Errorf("%s: weight %d, want above 10 for a light load %.3f", s.Key, s.KernelWeight, s.Load)
 		}
+	}
+
+	// The real agent's running CPU totals: the next cycle, a few samples
+	// later, averages CPU over the time between the two polls.
+	if s := statusOf(t, rep, rs1); s.CPUSpan != 0 || s.Report.CPUTime == nil {
+		t.Errorf("first poll: cpu span %v, cpu_time %+v; want 0 and totals", s.CPUSpan, s.Report.CPUTime)
+	}
+	time.Sleep(5 * agent.MinInterval)
+	rep = cycle(t, m)
+	if s := statusOf(t, rep, rs1); !(s.CPUSpan >= 2*agent.MinInterval.Seconds()) || s.Inputs.CPU < 0 || s.Inputs.CPU > 1 {
+		t.Errorf("second poll: cpu %v over %vs, want a busy fraction over at least %v", s.Inputs.CPU, s.CPUSpan, 2*agent.MinInterval)
 	}
 
 	// The real server stops answering: weight 0; it answers again: restored.

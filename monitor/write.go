@@ -99,6 +99,7 @@ func statuses(rows []*destRow) []DestStatus {
 			AgentErr:         r.agentErr,
 			Report:           r.report,
 			AgentDuration:    r.agentDur,
+			CPUSpan:          r.cpuSpan,
 			AgentOK:          r.mem.agentOK,
 			WeightBefore:     weightBefore,
 			ControllerBefore: r.ctrlBefore,

@@ -95,6 +95,8 @@ type agentState struct {
 	report   agent.Report
 	lastBusy float64
 	lastT    float64
+	// the agent's running CPU totals (agent.CPUTime) since it started
+	totals agent.CPUTime
 }
 
 // run is one simulation: one scenario, seed, scheduler and policy.
@@ -368,7 +370,16 @@ func (r *run) agentSample(k int) {
 		a.report.Raw.CPUBusy = a.report.CPU
 		a.report.Raw.CPUs = s.spec.Cores
 		a.report.Raw.WindowSeconds = r.now - a.lastT
+		a.totals.BusySeconds += a.report.CPU * a.report.Raw.WindowSeconds
+		a.totals.SampledSeconds += a.report.Raw.WindowSeconds
+		t := a.totals
+		if !r.sc.Agent.NoCPUTime {
+			a.report.CPUTime = &t
+		}
 		a.have = true
+	}
+	if !a.started {
+		a.totals = agent.CPUTime{Since: r.simTime()}
 	}
 	a.started = true
 	a.lastBusy, a.lastT = s.busyInt, r.now

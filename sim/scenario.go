@@ -120,6 +120,9 @@ type AgentModel struct {
 	// Noise is the standard deviation of Gaussian noise added to every
 	// reported load.
 	Noise float64 `toml:"noise"`
+	// NoCPUTime: the agent reports no running CPU totals (an agent older
+	// than agent.CPUTime), so the monitor uses its last window's CPU.
+	NoCPUTime bool `toml:"no_cpu_time"`
 	// Memory = MemoryBase + MemoryPerConn·(active + inactive connections).
 	MemoryBase    float64 `toml:"memory_base"`
 	MemoryPerConn float64 `toml:"memory_per_conn"`

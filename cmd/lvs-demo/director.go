@@ -354,10 +354,10 @@ func buildService(t ipvs.Admin, svc ipvs.ServiceKey, servers []*server) error {
 }
 
 // demoConfig is the monitor configuration of the demo, in the same TOML an
-// operator writes (docs/examples/lvs-monitor.toml). The coefficients put
-// CPU first: the LVS formula lowers a weight only when the aggregate load
-// passes the 0.95 target, so a server whose CPU is saturated must get there
-// (docs/demo.md explains the choice).
+// operator writes (docs/examples/lvs-monitor.toml). It runs the default
+// controller ("capacity"): the hogged server serves the same connections
+// with far more CPU, so its capacity per unit of weight falls below its
+// peers' (docs/demo.md).
 func demoConfig(interval time.Duration, stateDir string, servers []*server) string {
 	timeout := interval * 6 / 10
 	var b strings.Builder
@@ -377,11 +377,8 @@ response = 0.3
 process  = 0.2
 
 [weight]
-gain      = 8.0
-target    = 0.95
-scale     = 3
-min       = 1
-threshold = 1
+controller = "capacity"
+min        = 1
 
 [availability]
 freeze_share     = 0.5

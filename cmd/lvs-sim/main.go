@@ -43,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	seeds := fs.String("seeds", "", "comma-separated `seeds` (default: each scenario's list)")
 	nseeds := fs.Int("nseeds", 0, "use seeds 1..`N` instead of each scenario's list")
 	duration := fs.Duration("duration", 0, "override every scenario's `duration` (warm-up and events kept where they fit)")
+	noCPUTime := fs.Bool("no-cpu-time", false, "agents report no running CPU totals (as agents before cpu_time): the monitor uses each agent's last window")
 	agentWindow := fs.Duration("agent-window", 0, "override every scenario's agent sampling `window` (lvs-agent -interval)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
 	plotDir := fs.String("plot", "", "write SVG time series of the first seed into `DIR`")
@@ -70,6 +71,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		if *agentWindow > 0 {
 			sc.Agent.Window = *agentWindow
+		}
+		if *noCPUTime {
+			sc.Agent.NoCPUTime = true
 		}
 		if *duration > 0 {
 			sc.Duration = *duration

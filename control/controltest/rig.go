@@ -45,6 +45,7 @@ response = 0.3
 process  = 0.1
 
 [weight]
+controller = "lvs"
 gain      = 5.0
 target    = 0.95
 scale     = 10

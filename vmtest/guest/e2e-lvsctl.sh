@@ -130,6 +130,7 @@ metrics_listen = ""
 control_socket = "$SOCK"
 
 [weight]
+controller = "lvs"
 gain = 5.0
 target = 0.95
 scale = 2

@@ -159,12 +159,9 @@ disk = 0.0
 response = 0.1
 process = 0.2
 
-[weight]
-gain = 5.0
-target = 0.95
-scale = 5
-min = 1
-threshold = 1
+# [weight]: the default controller ("capacity"): each server's connections
+# served per unit of CPU decide; the hog makes rs2's CPU high for the same
+# connections.
 
 [availability]
 freeze_share = 0.5
@@ -220,7 +217,7 @@ wait_until 30 "rs2 (hogged) at most half of rs1's and rs3's weights" rs2_below 2
 show_weights "(rs2 hogged)"
 # ... and it is the load the monitor acted on: it lowered rs2 for its load
 # since the hog started.
-sed -n "$((log_hog + 1)),\$p" "$W/monitor1.log" | grep "msg=\"weight changed\" .* server=$(rs 2) .* reason=\"load" |
+sed -n "$((log_hog + 1)),\$p" "$W/monitor1.log" | grep "msg=\"weight changed\" .* server=$(rs 2) .* reason=\"capacity" |
 	awk '{ o = $0; sub(/.* old=/, "", o); sub(/ .*/, "", o); n = $0; sub(/.* new=/, "", n); sub(/ .*/, "", n)
 		if (n + 0 < o + 0) { print; found = 1; exit } } END { exit !found }' ||
 	fail "a: the monitor did not lower rs2's weight for its load after the hog started"

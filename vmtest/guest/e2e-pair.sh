@@ -96,6 +96,7 @@ metrics_listen = ""
 control_socket = "$W/ctl$2/control.sock"
 
 [weight]
+controller = "lvs"
 gain = 5.0
 target = 0.95
 scale = 2
