@@ -225,13 +225,14 @@ func TestAnchorFactors(t *testing.T) {
 		// median of 2 and 1 is 1.5
 		{"unknown skipped", []CapacityPeer{{PerWeight: 2}, {}, {PerWeight: 1}}, []float64{4.0 / 3, 0, 2.0 / 3}},
 		// the demo's hog: idle peers' lower bounds 20, the hogged server 1
-		{"busy server among idle ones", []CapacityPeer{{PerWeight: 20, Idle: true}, {PerWeight: 1}, {PerWeight: 20, Idle: true}}, []float64{1, 0.05, 1}},
-		// a lower-bound median proves nothing above it: 3/1 is cut to 1
-		{"above a lower-bound median", []CapacityPeer{{PerWeight: 3}, {PerWeight: 1, Idle: true}, {PerWeight: 1, Idle: true}}, []float64{1, 1, 1}},
+		{"busy server among idle ones", []CapacityPeer{{PerWeight: 20, Idle: true, Spare: true}, {PerWeight: 1}, {PerWeight: 20, Idle: true, Spare: true}}, []float64{1, 0.05, 1}},
+		// a lower-bound median proves nothing above it: 3/1 is cut to 1;
+		// lightly loaded but not clearly idle: no decision (0, kept)
+		{"above a lower-bound median", []CapacityPeer{{PerWeight: 3}, {PerWeight: 1, Idle: true}, {PerWeight: 1, Idle: true}}, []float64{1, 0, 0}},
 		{"none known", []CapacityPeer{{}, {}}, []float64{0, 0}},
 		// an idle server that served nothing bounds nothing, but has
 		// capacity to spare: the others' factors above 1 are cut (2/1.5)
-		{"idle without connections", []CapacityPeer{{Idle: true}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 2.0 / 3}},
+		{"idle without connections", []CapacityPeer{{Idle: true, Spare: true}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 2.0 / 3}},
 	} {
 		got := AnchorFactors(tt.peers)
 		for i := range tt.want {

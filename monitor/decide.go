@@ -83,14 +83,13 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 			r.mem.nobs++
 			r.mem.est = UpdateCapacity(r.mem.est, r.mem.nobs, served/r.cpu, r.cpu, medianCPU, p)
 		case measured:
-			// Nearly idle: capacity to spare, at least this much. The
-			// estimate starts afresh the next time the server is busy (an
-			// old low one, e.g. from a hog, must not linger).
+			// Lightly loaded: capacity to spare, at least this much;
+			// clearly idle, back to the default weight.
 			peers[i].Idle = true
+			peers[i].Spare = r.cpu < MinCapacityBusy/2
 			if served > 0 {
 				peers[i].PerWeight = served / MinCapacityBusy / def
 			}
-			r.mem.est, r.mem.nobs = 0, 0
 		}
 		if r.mem.nobs > 0 {
 			maxEst = math.Max(maxEst, r.mem.est)

@@ -49,7 +49,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 	}
 	c, wp := cfg.Coefficients, cfg.Weight
 	svc := cfg.Services[0]
-	fmt.Fprintf(p.w, "lvs-demo: the LVS dynamic-feedback loop on one machine\n")
+	fmt.Fprintf(p.w, "lvs-demo: the dynamic-feedback loop on one machine\n")
 	fmt.Fprintf(p.w, "  table    %s\n", table)
 	fmt.Fprintf(p.w, "           virtual service %s (a label only), scheduler wrr, default weight %d\n", demoService, defaultWeight)
 	for i, s := range p.servers {
@@ -60,10 +60,17 @@ func (p *printer) preamble(cfg monitor.Config) {
 		fmt.Fprintf(p.w, "%s s%d %-21s backend pid %-7d lvs-agent %s -source process:%d\n", lead, s.n, s.addr, s.pid(), s.agentAddr, s.pid())
 	}
 	fmt.Fprintf(p.w, "  client   %d requests/s, weighted round-robin over the table's current weights, a new TCP connection each\n", p.o.Rate)
-	fmt.Fprintf(p.w, "  monitor  every %v: load = %s\n", cfg.Interval, formula(c))
-	fmt.Fprintf(p.w, "           RESPONSE = HTTP GET / time ÷ %v;  w ← w + %g·∛(%g − load), from %d to %g × %d = %g,\n",
-		svc.Probe.Reference, wp.Gain, wp.Target, wp.Min, wp.Scale, defaultWeight, wp.Scale*defaultWeight)
-	fmt.Fprintf(p.w, "           written when it moves by more than %d\n", wp.Threshold)
+	if wp.Controller == "lvs" {
+		fmt.Fprintf(p.w, "  monitor  every %v: load = %s\n", cfg.Interval, formula(c))
+		fmt.Fprintf(p.w, "           RESPONSE = HTTP GET / time ÷ %v;  w ← w + %g·∛(%g − load), from %d to %g × %d = %g,\n",
+			svc.Probe.Reference, wp.Gain, wp.Target, wp.Min, wp.Scale, defaultWeight, wp.Scale*defaultWeight)
+		fmt.Fprintf(p.w, "           written when it moves by more than %d\n", wp.Threshold)
+	} else {
+		fmt.Fprintf(p.w, "  monitor  every %v, capacity controller: capacity = connections served ÷ CPU busy over the interval;\n", cfg.Interval)
+		fmt.Fprintf(p.w, "           a server keeps weight %d unless its capacity per unit of weight is more than %.0f%% off the\n", defaultWeight, wp.Anchor*100)
+		fmt.Fprintf(p.w, "           others' (then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, monitor.MinCapacityBusy*100)
+		fmt.Fprintf(p.w, "           load (shown only) = %s, RESPONSE = HTTP GET / time ÷ %v\n", formula(c), svc.Probe.Reference)
+	}
 	fmt.Fprintf(p.w, "  plan     at %v server %d burns all %d CPUs for %v (POST /hog); the run ends at %v\n",
 		p.o.HogAt, hogServer, runtime.NumCPU(), p.o.HogFor, p.o.Duration)
 	fmt.Fprintf(p.w, "  columns  w = weight in the table (* while hogged), load = aggregate load, cpu = the agent's CPU for\n")
