@@ -32,14 +32,18 @@ type DestStatus struct {
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
 	// CPUSpan is how many seconds of the agent's sampling Inputs.CPU
 	// averages (IntervalCPU); 0 when it is the agent's last window.
-	CPUSpan      float64
-	AgentOK      time.Time // last good agent reply (zero: none since start)
-	WeightBefore int       // kernel weight before this cycle's write
-	AgentStale   bool      // the agent has been silent longer than agent_expiry
-	Frozen       bool      // the service is frozen (fail static) this cycle
-	Ramp         float64   // slow-start factor, 1 when not ramping
-	Wrote        bool
-	Reason       string // why the weight or ownership changed, if it did
+	CPUSpan float64
+	// CapacityFactor is the anchored capacity controller's factor: the
+	// server's capacity per unit of default weight ÷ its service's median
+	// (0 when not computed this cycle).
+	CapacityFactor float64
+	AgentOK        time.Time // last good agent reply (zero: none since start)
+	WeightBefore   int       // kernel weight before this cycle's write
+	AgentStale     bool      // the agent has been silent longer than agent_expiry
+	Frozen         bool      // the service is frozen (fail static) this cycle
+	Ramp           float64   // slow-start factor, 1 when not ramping
+	Wrote          bool
+	Reason         string // why the weight or ownership changed, if it did
 
 	// ControllerBefore and ControllerAfter are the controller's fractional
 	// weight before and after this cycle's formula step.

@@ -201,8 +201,20 @@ func explainDecision(d DestStatus, p WeightParams) string {
 	}
 	next := RoundWeight(d.ControllerAfter * d.Ramp)
 	if p.Controller == "capacity" {
-		if d.ControllerAfter == 0 {
-			return "capacity controller: no capacity measured yet (needs CPU ≥ 5 % and a connection count): weight kept"
+		if d.ControllerAfter == 0 || (p.Anchor > 0 && d.CapacityFactor == 0) {
+			return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",
+				MinCapacityBusy*100, MinCapacityBusy*50)
+		}
+		if p.Anchor > 0 {
+			what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", d.CapacityFactor)
+			if next == d.DefaultWeight {
+				what += fmt.Sprintf(" (within the anchor: the default weight %d)", next)
+			}
+			if next == d.KernelWeight {
+				return fmt.Sprintf("not written: %s; the kernel has %d already", what, next)
+			}
+			return fmt.Sprintf("not written: %s; weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
+				what, next, d.KernelWeight, abs(next-d.KernelWeight), p.Band*100)
 		}
 		return fmt.Sprintf("not written: capacity weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
 			next, d.KernelWeight, abs(next-d.KernelWeight), p.Band*100)

@@ -100,6 +100,7 @@ func statuses(rows []*destRow) []DestStatus {
 			Report:           r.report,
 			AgentDuration:    r.agentDur,
 			CPUSpan:          r.cpuSpan,
+			CapacityFactor:   r.capFactor,
 			AgentOK:          r.mem.agentOK,
 			WeightBefore:     weightBefore,
 			ControllerBefore: r.ctrlBefore,
