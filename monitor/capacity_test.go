@@ -245,25 +245,40 @@ func TestAnchorFactors(t *testing.T) {
 }
 
 func TestAnchoredWeight(t *testing.T) {
+	p := WeightParams{Anchor: 0.15, Confirm: 1, Min: 1}
+	p3 := p
+	p3.Confirm = 3
+	at := AnchorState{}
+	off := AnchorState{Deviating: true}
 	for _, tt := range []struct {
-		def       int
-		f, anchor float64
-		deviating bool
-		want      int
-		wantDev   bool
+		name   string
+		def    int
+		f      float64
+		fast   bool
+		st     AnchorState
+		p      WeightParams
+		want   int
+		wantSt AnchorState
 	}{
-		{10, 1.10, 0.15, false, 10, false}, // within 15 %: the default
-		{10, 0.80, 0.15, false, 8, true},   // 20 % below: 10·0.8
-		{10, 1.16, 0.15, false, 12, true},  // 11.6 → 12
-		{10, 0.90, 0.15, true, 9, true},    // 10 % off, not below 7.5 %: stays off
-		{10, 0.95, 0.15, true, 10, false},  // 5 % < 7.5 %: back to the default
-		{10, 0.04, 0.15, false, 1, true},   // 0.4 → never below min 1
-		{40, 1.50, 0.15, false, 60, true},
-		{50000, 2, 0.15, false, 65535, true}, // the kernel's largest weight
+		{"within 15 %: the default", 10, 1.10, false, at, p, 10, at},
+		{"20 % below: 10·0.8", 10, 0.80, false, at, p, 8, off},
+		{"11.6 → 12", 10, 1.16, false, at, p, 12, off},
+		{"off, 10 % away, not below 7.5 %: stays off", 10, 0.90, false, off, p, 9, off},
+		{"off, 5 % < 7.5 %: back to the default", 10, 0.95, false, off, p, 10, at},
+		{"0.4 → never below min 1", 10, 0.04, false, at, p, 1, off},
+		{"above the median", 40, 1.50, false, at, p, 60, off},
+		{"the kernel's largest weight", 50000, 2, false, at, p, 65535, off},
+		// confirm 3: two intervals beyond the anchor are counted, the
+		// third moves; back within it, the count restarts
+		{"confirm 3, first beyond", 10, 0.5, false, at, p3, 10, AnchorState{Beyond: 1}},
+		{"confirm 3, second beyond", 10, 0.5, false, AnchorState{Beyond: 1}, p3, 10, AnchorState{Beyond: 2}},
+		{"confirm 3, third beyond: moves", 10, 0.5, false, AnchorState{Beyond: 2}, p3, 5, off},
+		{"confirm 3, back within: count restarts", 10, 0.9, false, AnchorState{Beyond: 2}, p3, 10, at},
+		{"confirm 3, a fall at once skips the wait", 10, 0.5, true, at, p3, 5, off},
 	} {
-		got, dev := AnchoredWeight(tt.def, tt.f, tt.anchor, tt.deviating, 1)
-		if got != tt.want || dev != tt.wantDev {
-			t.Errorf("AnchoredWeight(%d, %v, %v, %v) = %d, %v; want %d, %v", tt.def, tt.f, tt.anchor, tt.deviating, got, dev, tt.want, tt.wantDev)
+		got, st := AnchoredWeight(tt.def, tt.f, tt.fast, tt.st, tt.p)
+		if got != tt.want || st != tt.wantSt {
+			t.Errorf("%s: AnchoredWeight(%d, %v, %v, %+v) = %d, %+v; want %d, %+v", tt.name, tt.def, tt.f, tt.fast, tt.st, got, st, tt.want, tt.wantSt)
 		}
 	}
 }

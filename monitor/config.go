@@ -89,6 +89,10 @@ type WeightParams struct {
 	// its service's median by more than this share; 0 = weights always in
 	// proportion to the estimates (resolution).
 	Anchor float64 `toml:"anchor"`
+	// Confirm: the intervals in a row a server must be beyond the anchor
+	// before it leaves its configured weight (a saturated-alone fall skips
+	// the wait).
+	Confirm int `toml:"confirm"`
 }
 
 // Availability holds the rules that keep the monitor from making an
@@ -178,7 +182,7 @@ func DefaultConfig() Config {
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15},
+			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
 	}
 }
@@ -331,6 +335,9 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if !(w.Band >= 0 && w.Band < 1) {
 		bad("weight.band", "must be from 0 to below 1 (a share of the current weight), got %v", w.Band)
+	}
+	if w.Confirm < 1 || w.Confirm > 100 {
+		bad("weight.confirm", "must be from 1 (at once) to 100 intervals, got %d", w.Confirm)
 	}
 	if !(w.Anchor >= 0 && w.Anchor < 1) {
 		bad("weight.anchor", "must be from 0 (off) to below 1 (a share of the median), got %v", w.Anchor)

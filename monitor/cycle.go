@@ -91,10 +91,13 @@ type destRow struct {
 	// capFactor: anchored, the server's capacity per unit of default
 	// weight ÷ its service's median (0 when not computed)
 	capFactor float64
-	frozen    bool
-	action    Action
-	reason    string // ownership change found while reconciling
-	wrote     bool
+	// fellAtOnce: the estimate took a saturated-alone server's lower
+	// observation at once this cycle (UpdateCapacity)
+	fellAtOnce bool
+	frozen     bool
+	action     Action
+	reason     string // ownership change found while reconciling
+	wrote      bool
 	// weightBefore is the kernel weight before this cycle's write.
 	weightBefore int
 	// the controller weight before and after the formula, for explain

@@ -81,7 +81,9 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 		switch {
 		case measured && r.cpu >= MinCapacityBusy:
 			r.mem.nobs++
+			before := r.mem.est
 			r.mem.est = UpdateCapacity(r.mem.est, r.mem.nobs, served/r.cpu, r.cpu, medianCPU, p)
+			r.fellAtOnce = r.mem.nobs > 1 && SaturatedAlone(r.cpu, medianCPU, p.Saturation) && r.mem.est < before
 		case measured:
 			// Lightly loaded: capacity to spare, at least this much;
 			// clearly idle, back to the default weight.
@@ -102,7 +104,7 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 		for i, f := range AnchorFactors(peers) {
 			if r := rows[i]; f > 0 {
 				r.capFactor = f
-				r.capacity, r.mem.deviating = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, p.Anchor, r.mem.deviating, p.Min)
+				r.capacity, r.mem.anchor = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, r.fellAtOnce, r.mem.anchor, p)
 			}
 		}
 		return

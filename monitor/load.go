@@ -268,25 +268,41 @@ func AnchorFactors(peers []CapacityPeer) []float64 {
 	return out
 }
 
+// AnchorState is the anchored capacity controller's memory of one server.
+type AnchorState struct {
+	// Deviating: the server is off its default weight.
+	Deviating bool
+	// Beyond counts the consecutive intervals a server at its default
+	// weight has been beyond the anchor.
+	Beyond int
+}
+
 // AnchoredWeight is the anchored capacity controller's weight for a server
 // of default weight def whose capacity per unit of default weight is f
-// times its service's median. The server stays at def while f is within
-// anchor of 1; it leaves def when |f − 1| > anchor and returns when
-// |f − 1| < anchor/2 (hysteresis, so noise at the edge does not flap).
-// Off def its weight is def·f, never below min nor above the kernel's
-// largest weight.
-func AnchoredWeight(def int, f, anchor float64, deviating bool, min int) (int, bool) {
+// times its service's median, and the server's next state. The server
+// stays at def while f is within p.Anchor of 1; it leaves def when
+// |f − 1| > p.Anchor for p.Confirm intervals in a row — at once when fast
+// (its estimate fell at once: saturated alone) — and returns when
+// |f − 1| < p.Anchor/2 (hysteresis: noise at the edge does not flap). Off
+// def its weight is def·f, never below p.Min nor above the kernel's largest
+// weight.
+func AnchoredWeight(def int, f float64, fast bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
-	case deviating && d < anchor/2:
-		deviating = false
-	case !deviating && d > anchor:
-		deviating = true
+	case st.Deviating && d < p.Anchor/2:
+		st = AnchorState{}
+	case !st.Deviating && d > p.Anchor:
+		st.Beyond++
+		if fast || st.Beyond >= p.Confirm {
+			st = AnchorState{Deviating: true}
+		}
+	case !st.Deviating:
+		st.Beyond = 0
 	}
-	if !deviating {
-		return def, false
+	if !st.Deviating {
+		return def, st
 	}
-	return int(clamp(math.Round(float64(def)*f), float64(min), 65535)), true
+	return int(clamp(math.Round(float64(def)*f), float64(p.Min), 65535)), st
 }
 
 // IntervalCPU is the CPU busy fraction a cycle uses for a server: the mean

@@ -131,7 +131,7 @@ type destMemory struct {
 	nobs int     // observations folded into est
 	// deviating: the anchored capacity controller has moved the server off
 	// its configured weight.
-	deviating bool
+	anchor AnchorState
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director
