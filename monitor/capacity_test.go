@@ -216,27 +216,34 @@ func TestUpdateCapacity(t *testing.T) {
 }
 
 func TestAnchorFactors(t *testing.T) {
+	nan := math.NaN()
+	k := func(v float64) CapacityPeer { return CapacityPeer{Known: true, PerWeight: v} }
+	idle := func(v float64, spare bool) CapacityPeer {
+		return CapacityPeer{Known: true, PerWeight: v, Idle: true, Spare: spare}
+	}
 	for _, tt := range []struct {
 		name  string
 		peers []CapacityPeer
 		want  []float64
 	}{
-		{"one below the median", []CapacityPeer{{PerWeight: 2}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 0.5}},
+		{"one below the median", []CapacityPeer{k(2), k(2), k(1)}, []float64{1, 1, 0.5}},
 		// median of 2 and 1 is 1.5
-		{"unknown skipped", []CapacityPeer{{PerWeight: 2}, {}, {PerWeight: 1}}, []float64{4.0 / 3, 0, 2.0 / 3}},
+		{"unknown skipped", []CapacityPeer{k(2), {}, k(1)}, []float64{4.0 / 3, nan, 2.0 / 3}},
+		// a saturated server that served nothing: 0 is a value
+		{"zero is known", []CapacityPeer{k(2), k(0), k(2)}, []float64{1, 0, 1}},
 		// the demo's hog: idle peers' lower bounds 20, the hogged server 1
-		{"busy server among idle ones", []CapacityPeer{{PerWeight: 20, Idle: true, Spare: true}, {PerWeight: 1}, {PerWeight: 20, Idle: true, Spare: true}}, []float64{1, 0.05, 1}},
+		{"busy server among idle ones", []CapacityPeer{idle(20, true), k(1), idle(20, true)}, []float64{1, 0.05, 1}},
 		// a lower-bound median proves nothing above it: 3/1 is cut to 1;
-		// lightly loaded but not clearly idle: no decision (0, kept)
-		{"above a lower-bound median", []CapacityPeer{{PerWeight: 3}, {PerWeight: 1, Idle: true}, {PerWeight: 1, Idle: true}}, []float64{1, 0, 0}},
-		{"none known", []CapacityPeer{{}, {}}, []float64{0, 0}},
-		// an idle server that served nothing bounds nothing, but has
-		// capacity to spare: the others' factors above 1 are cut (2/1.5)
-		{"idle without connections", []CapacityPeer{{Idle: true, Spare: true}, {PerWeight: 2}, {PerWeight: 1}}, []float64{1, 1, 2.0 / 3}},
+		// lightly loaded but not clearly idle: no decision
+		{"above a lower-bound median", []CapacityPeer{k(3), idle(1, false), idle(1, false)}, []float64{1, nan, nan}},
+		{"none known", []CapacityPeer{{}, {}}, []float64{nan, nan}},
+		// an idle server with no bound yet has capacity to spare: the
+		// others' factors above 1 are cut (2/1.5)
+		{"idle without a bound", []CapacityPeer{{Idle: true, Spare: true}, k(2), k(1)}, []float64{1, 1, 2.0 / 3}},
 	} {
 		got := AnchorFactors(tt.peers)
 		for i := range tt.want {
-			if math.Abs(got[i]-tt.want[i]) > 1e-12 {
+			if math.IsNaN(tt.want[i]) != math.IsNaN(got[i]) || (!math.IsNaN(got[i]) && math.Abs(got[i]-tt.want[i]) > 1e-12) {
 				t.Errorf("%s: AnchorFactors = %v, want %v", tt.name, got, tt.want)
 				break
 			}
@@ -254,7 +261,7 @@ func TestAnchoredWeight(t *testing.T) {
 		name   string
 		def    int
 		f      float64
-		fast   bool
+		satAl  bool
 		st     AnchorState
 		p      WeightParams
 		want   int
@@ -274,11 +281,12 @@ func TestAnchoredWeight(t *testing.T) {
 		{"confirm 3, second beyond", 10, 0.5, false, AnchorState{Beyond: 1}, p3, 10, AnchorState{Beyond: 2}},
 		{"confirm 3, third beyond: moves", 10, 0.5, false, AnchorState{Beyond: 2}, p3, 5, off},
 		{"confirm 3, back within: count restarts", 10, 0.9, false, AnchorState{Beyond: 2}, p3, 10, at},
-		{"confirm 3, a fall at once skips the wait", 10, 0.5, true, at, p3, 5, off},
+		{"confirm 3, saturated alone below the median: at once", 10, 0.5, true, at, p3, 5, off},
+		{"confirm 3, saturated alone above the median: waits", 10, 1.5, true, at, p3, 10, AnchorState{Beyond: 1}},
 	} {
-		got, st := AnchoredWeight(tt.def, tt.f, tt.fast, tt.st, tt.p)
+		got, st := AnchoredWeight(tt.def, tt.f, tt.satAl, tt.st, tt.p)
 		if got != tt.want || st != tt.wantSt {
-			t.Errorf("%s: AnchoredWeight(%d, %v, %v, %+v) = %d, %+v; want %d, %+v", tt.name, tt.def, tt.f, tt.fast, tt.st, got, st, tt.want, tt.wantSt)
+			t.Errorf("%s: AnchoredWeight(%d, %v, %v, %+v) = %d, %+v; want %d, %+v", tt.name, tt.def, tt.f, tt.satAl, tt.st, got, st, tt.want, tt.wantSt)
 		}
 	}
 }
@@ -351,5 +359,46 @@ func TestAnchoredCapacityController(t *testing.T) {
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {
 		t.Errorf("idle again: B weight %d, want the default 10", b)
+	}
+}
+
+// TestCapacityHogAmongLightlyLoaded is the real-kernel e2e-monitor case
+// (vmtest/guest/e2e-monitor.sh) in miniature: light traffic (0–3
+// connections per 1 s interval), every server under 10 % CPU, then B's
+// CPU saturated by a hog while it serves 0 or 1 connection. B must fall
+// to the minimum at once, even in intervals where its peers served no
+// connection (their smoothed lower bounds stand), and come back when the
+// hog ends. It failed before the bounds were smoothed and a known estimate
+// of 0 counted (B kept 10 for the whole hog).
+func TestCapacityHogAmongLightlyLoaded(t *testing.T) {
+	r := newRig(t)
+	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("")))
+	must(t, err)
+	cfg.StateDir = r.dir
+	r.cfg = cfg
+	m := r.monitor(false)
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		r.agents.set(agentOf(rs), 0.02)
+	}
+	cycle(t, m)
+	for i := uint32(0); i < 4; i++ {
+		addConns(t, r, i%3, (i+1)%3, (i+2)%3)
+		if rep := cycle(t, m); rep.Writes != 0 {
+			t.Fatalf("light traffic, cycle %d: %d writes, want none", i, rep.Writes)
+		}
+	}
+	r.agents.set(agentOf(rsB), 1.0)
+	for i := uint32(0); i < 4; i++ {
+		addConns(t, r, 0, i%2, 0) // the peers serve nothing this interval
+		cycle(t, m)
+		if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 1 || c != 10 {
+			t.Fatalf("hog, cycle %d: weights %d %d %d, want 10 1 10", i, a, b, c)
+		}
+	}
+	r.agents.set(agentOf(rsB), 0.02)
+	addConns(t, r, 1, 0, 2)
+	cycle(t, m)
+	if b := r.weight(rsB); b != 10 {
+		t.Errorf("hog over: B weight %d, want the default 10", b)
 	}
 }

@@ -35,7 +35,7 @@ type DestStatus struct {
 	CPUSpan float64
 	// CapacityFactor is the anchored capacity controller's factor: the
 	// server's capacity per unit of default weight ÷ its service's median
-	// (0 when not computed this cycle).
+	// (NaN: no decision this cycle; 0 with the "lvs" controller).
 	CapacityFactor float64
 	AgentOK        time.Time // last good agent reply (zero: none since start)
 	WeightBefore   int       // kernel weight before this cycle's write
@@ -89,15 +89,15 @@ type destRow struct {
 	ramp        float64
 	capacity    int // the capacity controller's weight; 0 without an estimate
 	// capFactor: anchored, the server's capacity per unit of default
-	// weight ÷ its service's median (0 when not computed)
+	// weight ÷ its service's median (NaN: no decision this cycle)
 	capFactor float64
-	// fellAtOnce: the estimate took a saturated-alone server's lower
-	// observation at once this cycle (UpdateCapacity)
-	fellAtOnce bool
-	frozen     bool
-	action     Action
-	reason     string // ownership change found while reconciling
-	wrote      bool
+	// saturatedAlone: the server is saturated while its service is not
+	// (SaturatedAlone) this cycle
+	saturatedAlone bool
+	frozen         bool
+	action         Action
+	reason         string // ownership change found while reconciling
+	wrote          bool
 	// weightBefore is the kernel weight before this cycle's write.
 	weightBefore int
 	// the controller weight before and after the formula, for explain

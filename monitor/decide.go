@@ -80,31 +80,36 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 		served := ServedConnections(r.newConns, r.activeDelta)
 		switch {
 		case measured && r.cpu >= MinCapacityBusy:
+			r.mem.nlb = 0
 			r.mem.nobs++
-			before := r.mem.est
 			r.mem.est = UpdateCapacity(r.mem.est, r.mem.nobs, served/r.cpu, r.cpu, medianCPU, p)
-			r.fellAtOnce = r.mem.nobs > 1 && SaturatedAlone(r.cpu, medianCPU, p.Saturation) && r.mem.est < before
+			r.saturatedAlone = SaturatedAlone(r.cpu, medianCPU, p.Saturation)
 		case measured:
 			// Lightly loaded: capacity to spare, at least this much;
 			// clearly idle, back to the default weight.
+			// The bound is smoothed like an estimate: with light
+			// traffic an interval often has no connection at all.
 			peers[i].Idle = true
 			peers[i].Spare = r.cpu < MinCapacityBusy/2
-			if served > 0 {
-				peers[i].PerWeight = served / MinCapacityBusy / def
-			}
+			r.mem.nlb++
+			r.mem.lowerBound = SmoothCapacity(r.mem.lowerBound, r.mem.nlb, served/MinCapacityBusy, p.Smoothing)
+			peers[i].PerWeight = r.mem.lowerBound / def
+			peers[i].Known = true
 		}
 		if r.mem.nobs > 0 {
 			maxEst = math.Max(maxEst, r.mem.est)
 			if !peers[i].Idle {
 				peers[i].PerWeight = r.mem.est / def
+				peers[i].Known = true
 			}
 		}
 	}
 	if p.Anchor > 0 {
 		for i, f := range AnchorFactors(peers) {
-			if r := rows[i]; f > 0 {
-				r.capFactor = f
-				r.capacity, r.mem.anchor = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, r.fellAtOnce, r.mem.anchor, p)
+			r := rows[i]
+			r.capFactor = f
+			if !math.IsNaN(f) {
+				r.capacity, r.mem.anchor = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, r.saturatedAlone, r.mem.anchor, p)
 			}
 		}
 		return

@@ -219,8 +219,10 @@ func SaturatedAlone(cpu, medianCPU, sat float64) bool {
 // CapacityPeer is one server's standing in its service for the anchored
 // capacity controller.
 type CapacityPeer struct {
-	// PerWeight is the server's capacity estimate ÷ its default weight; 0
-	// when unknown.
+	// Known: the server has an estimate (or, idle, a lower bound).
+	Known bool
+	// PerWeight is the server's capacity estimate ÷ its default weight
+	// (0 is a real value: a saturated server that served nothing).
 	PerWeight float64
 	// Idle: the server was busy less than MinCapacityBusy this interval;
 	// PerWeight is then only a lower bound (connections served ÷
@@ -234,10 +236,10 @@ type CapacityPeer struct {
 }
 
 // AnchorFactors returns each server's capacity per unit of default weight
-// as a multiple of its service's median (the input of AnchoredWeight), 0
-// for a server with no estimate or decision (its weight is kept). A Spare
-// server's factor is 1: it has capacity to spare, whatever its estimate
-// says; another idle server's is 0. An idle server's lower
+// as a multiple of its service's median (the input of AnchoredWeight), NaN
+// for a server with no estimate or no decision (its weight is kept). A
+// Spare server's factor is 1: it has capacity to spare, whatever its
+// estimate says; another idle server's is NaN. An idle server's lower
 // bound counts towards the median; with an idle server in the service the
 // median is a lower bound too, so a factor above 1 proves nothing and is
 // cut to 1, while a busy server below it is below the true median as well.
@@ -245,7 +247,7 @@ func AnchorFactors(peers []CapacityPeer) []float64 {
 	var known []float64
 	lowerBound := false
 	for _, p := range peers {
-		if p.PerWeight > 0 {
+		if p.Known {
 			known = append(known, p.PerWeight)
 		}
 		lowerBound = lowerBound || p.Idle
@@ -253,12 +255,12 @@ func AnchorFactors(peers []CapacityPeer) []float64 {
 	ref := median(known)
 	out := make([]float64, len(peers))
 	for i, p := range peers {
+		out[i] = math.NaN()
 		switch {
 		case p.Spare:
 			out[i] = 1
 		case p.Idle:
-			out[i] = 0
-		case p.PerWeight > 0 && ref > 0:
+		case p.Known && ref > 0:
 			out[i] = p.PerWeight / ref
 			if lowerBound {
 				out[i] = math.Min(out[i], 1)
@@ -281,19 +283,20 @@ type AnchorState struct {
 // of default weight def whose capacity per unit of default weight is f
 // times its service's median, and the server's next state. The server
 // stays at def while f is within p.Anchor of 1; it leaves def when
-// |f − 1| > p.Anchor for p.Confirm intervals in a row — at once when fast
-// (its estimate fell at once: saturated alone) — and returns when
+// |f − 1| > p.Anchor for p.Confirm intervals in a row — a server below
+// the median at once when saturatedAlone (SaturatedAlone: it has lost
+// capacity) — and returns when
 // |f − 1| < p.Anchor/2 (hysteresis: noise at the edge does not flap). Off
 // def its weight is def·f, never below p.Min nor above the kernel's largest
 // weight.
-func AnchoredWeight(def int, f float64, fast bool, st AnchorState, p WeightParams) (int, AnchorState) {
+func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
 	case st.Deviating && d < p.Anchor/2:
 		st = AnchorState{}
 	case !st.Deviating && d > p.Anchor:
 		st.Beyond++
-		if fast || st.Beyond >= p.Confirm {
+		if (saturatedAlone && f < 1) || st.Beyond >= p.Confirm {
 			st = AnchorState{Deviating: true}
 		}
 	case !st.Deviating:

@@ -132,6 +132,10 @@ type destMemory struct {
 	// deviating: the anchored capacity controller has moved the server off
 	// its configured weight.
 	anchor AnchorState
+	// lowerBound: while the server is lightly loaded, its smoothed
+	// connections served ÷ MinCapacityBusy (nlb intervals folded in)
+	lowerBound float64
+	nlb        int
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director

@@ -201,7 +201,7 @@ func explainDecision(d DestStatus, p WeightParams) string {
 	}
 	next := RoundWeight(d.ControllerAfter * d.Ramp)
 	if p.Controller == "capacity" {
-		if d.ControllerAfter == 0 || (p.Anchor > 0 && d.CapacityFactor == 0) {
+		if d.ControllerAfter == 0 || (p.Anchor > 0 && math.IsNaN(d.CapacityFactor)) {
 			return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",
 				MinCapacityBusy*100, MinCapacityBusy*50)
 		}

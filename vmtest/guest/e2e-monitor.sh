@@ -236,7 +236,8 @@ say "rs2's share of new connections: $before before the hog, $after with it"
 	fail "rs2's share of new connections did not fall below half: $before before the hog, $after with it"
 kill "$HOG"
 wait "$HOG" 2>/dev/null
-say "a: PASS (hog stopped)"
+say "a: PASS (hog stopped); the monitor's weight changes so far:"
+grep 'msg="weight changed"' "$W/monitor1.log" | sed 's/^time=[^ ]*T\([^ ]*\)Z /  \1 /; s/ load=.*//'
 
 # --- b. an operator drain is left alone, across a restart; undrain picked up --
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 1)" -m -w 0
