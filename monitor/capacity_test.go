@@ -63,12 +63,7 @@ func TestCapacityWeight(t *testing.T) {
 // TestCapacityController: weights follow each server's connections per unit
 // of CPU, in proportion, the most capable at the resolution.
 func TestCapacityController(t *testing.T) {
-	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nsmoothing = 0.5\n")))
-	must(t, err)
-	cfg.StateDir = r.dir
-	r.cfg = cfg
-	m := r.monitor(false)
+	r, m := newCapacityRig(t, "anchor = 0\nsmoothing = 0.5\n")
 	r.agents.set(agentOf(rsA), 0.5)
 	r.agents.set(agentOf(rsB), 1.0)
 	r.agents.set(agentOf(rsC), 0.25)
@@ -80,18 +75,14 @@ func TestCapacityController(t *testing.T) {
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
 	// 20·200/400 = 10 (A stays: no change), 20·100/400 = 5, 20·400/400 = 20.
-	if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 5 || c != 20 {
-		t.Errorf("weights A %d B %d C %d, want 10 5 20", a, b, c)
-	}
+	wantWeights(t, r, "first measurement", 10, 5, 20)
 	// B recovers: 150 connections at CPU 0.5 = 300; smoothed with α 0.5,
 	// n = 2: (0.5·300 + 0.25·100)/0.75 = 233.3; 20·233.3/400 = 11.7 → 12,
 	// more than 20 % above 5: written. A and C: 200 and 400 again.
 	r.agents.set(agentOf(rsB), 0.5)
 	addConns(t, r, 100, 150, 100)
 	cycle(t, m)
-	if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 12 || c != 20 {
-		t.Errorf("after B recovered: weights A %d B %d C %d, want 10 12 20", a, b, c)
-	}
+	wantWeights(t, r, "after B recovered", 10, 12, 20)
 	e, err := m.Explain(svcKey, rsB)
 	must(t, err)
 	if !strings.Contains(e.Decision, "capacity share 12 of 20") {
@@ -107,12 +98,7 @@ func addConns(t *testing.T, r *rig, a, b, c uint32) {
 }
 
 func TestCapacityExplainWithinBand(t *testing.T) {
-	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nresolution = 10\n")))
-	must(t, err)
-	cfg.StateDir = r.dir
-	r.cfg = cfg
-	m := r.monitor(false)
+	r, m := newCapacityRig(t, "anchor = 0\nresolution = 10\n")
 	cycle(t, m)
 	addConns(t, r, 90, 95, 100) // all at CPU 0.95: capacities 94.7, 100, 105.3 → 9, 9, 10
 	cycle(t, m)
@@ -143,15 +129,8 @@ func TestSaturatedAlone(t *testing.T) {
 // lower capacity estimate at once instead of smoothing it in.
 func TestCapacitySaturatedServerDropsAtOnce(t *testing.T) {
 	for _, sat := range []string{"0.9", "0.0"} {
-		r := newRig(t)
-		cfg, err := ParseConfig("t.toml", []byte(capacityConfig("anchor = 0\nsmoothing = 0.5\nsaturation = "+sat+"\n")))
-		must(t, err)
-		cfg.StateDir = r.dir
-		r.cfg = cfg
-		m := r.monitor(false)
-		for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
-			r.agents.set(agentOf(rs), 0.5)
-		}
+		r, m := newCapacityRig(t, "anchor = 0\nsmoothing = 0.5\nsaturation = "+sat+"\n")
+		setAllCPU(r, 0.5)
 		cycle(t, m)
 		addConns(t, r, 100, 100, 100) // all 200: weights 20, 20, 20
 		cycle(t, m)
@@ -317,15 +296,8 @@ func TestIntervalCPU(t *testing.T) {
 // their configured weights while their capacity per unit of weight agrees,
 // moves a server that lost capacity, and returns it when it is idle again.
 func TestAnchoredCapacityController(t *testing.T) {
-	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("smoothing = 0.5\n")))
-	must(t, err)
-	cfg.StateDir = r.dir
-	r.cfg = cfg
-	m := r.monitor(false)
-	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
-		r.agents.set(agentOf(rs), 0.5)
-	}
+	r, m := newCapacityRig(t, "smoothing = 0.5\n")
+	setAllCPU(r, 0.5)
 	cycle(t, m)
 	addConns(t, r, 100, 100, 100) // capacities 200 each: all at the default
 	if rep := cycle(t, m); rep.Writes != 0 {
@@ -337,9 +309,7 @@ func TestAnchoredCapacityController(t *testing.T) {
 	r.agents.set(agentOf(rsB), 1.0)
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
-	if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 5 || c != 10 {
-		t.Errorf("B lost capacity: weights %d %d %d, want 10 5 10", a, b, c)
-	}
+	wantWeights(t, r, "B lost capacity", 10, 5, 10)
 	e, err := m.Explain(svcKey, rsB)
 	must(t, err)
 	if !strings.Contains(e.Dest.Reason+e.Decision, "capacity 0.50×") {
@@ -352,9 +322,7 @@ func TestAnchoredCapacityController(t *testing.T) {
 		t.Errorf("explain A: %q\nwant %q", e.Decision, want)
 	}
 	// Everyone nearly idle (CPU 0.01): capacity to spare, B back to 10.
-	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
-		r.agents.set(agentOf(rs), 0.01)
-	}
+	setAllCPU(r, 0.01)
 	addConns(t, r, 100, 50, 100)
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {
@@ -371,15 +339,8 @@ func TestAnchoredCapacityController(t *testing.T) {
 // hog ends. It failed before the bounds were smoothed and a known estimate
 // of 0 counted (B kept 10 for the whole hog).
 func TestCapacityHogAmongLightlyLoaded(t *testing.T) {
-	r := newRig(t)
-	cfg, err := ParseConfig("t.toml", []byte(capacityConfig("")))
-	must(t, err)
-	cfg.StateDir = r.dir
-	r.cfg = cfg
-	m := r.monitor(false)
-	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
-		r.agents.set(agentOf(rs), 0.02)
-	}
+	r, m := newCapacityRig(t, "")
+	setAllCPU(r, 0.02)
 	cycle(t, m)
 	for i := uint32(0); i < 4; i++ {
 		addConns(t, r, i%3, (i+1)%3, (i+2)%3)
@@ -400,5 +361,32 @@ func TestCapacityHogAmongLightlyLoaded(t *testing.T) {
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {
 		t.Errorf("hog over: B weight %d, want the default 10", b)
+	}
+}
+
+// newCapacityRig is a rig running the capacity controller with the given
+// extra [weight] lines (capacityConfig).
+func newCapacityRig(t *testing.T, weight string) (*rig, *Monitor) {
+	t.Helper()
+	r := newRig(t)
+	cfg, err := ParseConfig("t.toml", []byte(capacityConfig(weight)))
+	must(t, err)
+	cfg.StateDir = r.dir
+	r.cfg = cfg
+	return r, r.monitor(false)
+}
+
+// setAllCPU makes every agent of the rig report CPU busy fraction cpu.
+func setAllCPU(r *rig, cpu float64) {
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		r.agents.set(agentOf(rs), cpu)
+	}
+}
+
+// wantWeights checks the kernel weights of A, B and C after step what.
+func wantWeights(t *testing.T, r *rig, what string, a, b, c int) {
+	t.Helper()
+	if ga, gb, gc := r.weight(rsA), r.weight(rsB), r.weight(rsC); ga != a || gb != b || gc != c {
+		t.Errorf("%s: weights A %d B %d C %d, want %d %d %d", what, ga, gb, gc, a, b, c)
 	}
 }
