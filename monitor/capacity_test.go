@@ -390,3 +390,67 @@ func wantWeights(t *testing.T, r *rig, what string, a, b, c int) {
 		t.Errorf("%s: weights A %d B %d C %d, want %d %d %d", what, ga, gb, gc, a, b, c)
 	}
 }
+
+// TestCapacityRestartKeepsDeviation: a monitor that restarts (or a
+// director that takes over) while a server sits below its configured
+// weight has no estimates yet; its first measurements must not write the
+// configured weight back for the confirmation intervals and then lower the
+// server again.
+func TestCapacityRestartKeepsDeviation(t *testing.T) {
+	r, m := newCapacityRig(t, "smoothing = 0.5\n")
+	setAllCPU(r, 0.5)
+	cycle(t, m)
+	r.agents.set(agentOf(rsB), 1.0)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m) // B saturated alone: 10 → 5 at once
+	wantWeights(t, r, "before the restart", 10, 5, 10)
+
+	// At weight 5 B gets 50 connections and is 50 % busy: capacity 100,
+	// half its peers' per unit of configured weight, as before.
+	r.agents.set(agentOf(rsB), 0.5)
+	m2 := r.monitor(false)
+	for i := range 5 {
+		addConns(t, r, 100, 50, 100)
+		rep := cycle(t, m2)
+		if rep.Writes != 0 {
+			t.Errorf("restarted monitor, cycle %d: %d writes (B %d), want none", i, rep.Writes, r.weight(rsB))
+		}
+	}
+	wantWeights(t, r, "after the restart", 10, 5, 10)
+}
+
+// TestCapacityTakeoverKeepsDeviation: a follower director (no traffic
+// through its own table) does not measure and tracks the writer's weights;
+// when it takes over with a server below its configured weight, the
+// server stays there while the new writer's measurements agree.
+func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
+	w, mw := newCapacityRig(t, "smoothing = 0.5\n")
+	f, mf := newCapacityRig(t, "smoothing = 0.5\n")
+	mf.setFollower(true)
+	setAllCPU(w, 0.5)
+	setAllCPU(f, 0.5)
+	cycle(t, mw)
+	cycle(t, mf)
+	w.agents.set(agentOf(rsB), 1.0)
+	f.agents.set(agentOf(rsB), 1.0)
+	addConns(t, w, 100, 100, 100)
+	cycle(t, mw) // B saturated alone: 10 → 5 on the writer
+	wantWeights(t, w, "writer", 10, 5, 10)
+	for range 3 { // the standby mirrors it and sees no traffic of its own
+		if _, err := mf.Adopt(mw.Snapshot(), nil); err != nil {
+			t.Fatal(err)
+		}
+		cycle(t, mf)
+	}
+	wantWeights(t, f, "follower", 10, 5, 10)
+
+	mf.setFollower(false) // takeover: the traffic now comes through f
+	f.agents.set(agentOf(rsB), 0.5)
+	for i := range 5 {
+		addConns(t, f, 100, 50, 100) // B: capacity 100, half its peers' per unit of weight
+		if rep := cycle(t, mf); rep.Writes != 0 {
+			t.Errorf("after the takeover, cycle %d: %d writes (B %d), want none", i, rep.Writes, f.weight(rsB))
+		}
+	}
+	wantWeights(t, f, "after the takeover", 10, 5, 10)
+}

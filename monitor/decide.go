@@ -49,7 +49,11 @@ func (m *Monitor) computeLoads(rows []*destRow) {
 				}
 			}
 		}
-		if m.cfg.Weight.Controller == "capacity" {
+		switch {
+		case m.cfg.Weight.Controller != "capacity":
+		case m.follower:
+			followCapacity(inRotation)
+		default:
 			m.estimateCapacity(inRotation)
 		}
 	}
@@ -108,8 +112,15 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 		for i, f := range AnchorFactors(peers) {
 			r := rows[i]
 			r.capFactor = f
+			def := r.rec.DefaultWeight(r.server.Weight)
+			if !r.mem.anchorSet {
+				// First sight (a start, a takeover): a server the table
+				// holds off its default weight is taken as moved there.
+				r.mem.anchor = AnchorState{Deviating: r.kernel.Weight != def}
+				r.mem.anchorSet = true
+			}
 			if !math.IsNaN(f) {
-				r.capacity, r.mem.anchor = AnchoredWeight(r.rec.DefaultWeight(r.server.Weight), f, r.saturatedAlone, r.mem.anchor, p)
+				r.capacity, r.mem.anchor = AnchoredWeight(def, f, r.saturatedAlone, r.mem.anchor, p)
 			}
 		}
 		return
@@ -118,6 +129,20 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 		if r.mem.nobs > 0 {
 			r.capacity = CapacityWeight(r.mem.est, maxEst, p.Resolution, p.Min)
 		}
+	}
+}
+
+// followCapacity is the capacity controller on a follower director: it does
+// not measure — its own IPVS counters do not see the service's traffic, so
+// every server would look saturated with nothing served — and it tracks the
+// writer's table, so that a takeover starts from the weights as they are:
+// a server off its default weight stays there until the new writer's own
+// measurements say otherwise. Estimates start afresh at the takeover.
+func followCapacity(rows []*destRow) {
+	for _, r := range rows {
+		r.mem.est, r.mem.nobs, r.mem.lowerBound, r.mem.nlb = 0, 0, 0, 0
+		r.mem.anchor = AnchorState{Deviating: r.kernel.Weight != r.rec.DefaultWeight(r.server.Weight)}
+		r.mem.anchorSet = true
 	}
 }
 

@@ -131,7 +131,8 @@ type destMemory struct {
 	nobs int     // observations folded into est
 	// deviating: the anchored capacity controller has moved the server off
 	// its configured weight.
-	anchor AnchorState
+	anchor    AnchorState
+	anchorSet bool // anchor was initialised from the kernel weight
 	// lowerBound: while the server is lightly loaded, its smoothed
 	// connections served ÷ MinCapacityBusy (nlb intervals folded in)
 	lowerBound float64
