@@ -89,10 +89,10 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 			r.mem.est = UpdateCapacity(r.mem.est, r.mem.nobs, served/r.cpu, r.cpu, medianCPU, p)
 			r.saturatedAlone = SaturatedAlone(r.cpu, medianCPU, p.Saturation)
 		case measured:
-			// Lightly loaded: capacity to spare, at least this much;
-			// clearly idle, back to the default weight.
-			// The bound is smoothed like an estimate: with light
-			// traffic an interval often has no connection at all.
+			// Lightly loaded: capacity to spare, at least served ÷
+			// MinCapacityBusy — smoothed like an estimate, since with
+			// light traffic an interval often has no connection at all.
+			// Clearly idle (Spare): back to the default weight.
 			peers[i].Idle = true
 			peers[i].Spare = r.cpu < MinCapacityBusy/2
 			r.mem.nlb++
@@ -113,11 +113,8 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 			r := rows[i]
 			r.capFactor = f
 			def := r.rec.DefaultWeight(r.server.Weight)
-			if !r.mem.anchorSet {
-				// First sight (a start, a takeover): a server the table
-				// holds off its default weight is taken as moved there.
-				r.mem.anchor = AnchorState{Deviating: r.kernel.Weight != def}
-				r.mem.anchorSet = true
+			if !r.mem.anchorSet { // first sight: a start
+				r.anchorFromTable()
 			}
 			if !math.IsNaN(f) {
 				r.capacity, r.mem.anchor = AnchoredWeight(def, f, r.saturatedAlone, r.mem.anchor, p)
@@ -141,9 +138,16 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 func followCapacity(rows []*destRow) {
 	for _, r := range rows {
 		r.mem.est, r.mem.nobs, r.mem.lowerBound, r.mem.nlb = 0, 0, 0, 0
-		r.mem.anchor = AnchorState{Deviating: r.kernel.Weight != r.rec.DefaultWeight(r.server.Weight)}
-		r.mem.anchorSet = true
+		r.anchorFromTable()
 	}
+}
+
+// anchorFromTable sets r's anchor state from the table: a server the
+// kernel holds off its default weight is taken as moved there (after a
+// start or a takeover, its weight stays until measurements say otherwise).
+func (r *destRow) anchorFromTable() {
+	r.mem.anchor = AnchorState{Deviating: r.kernel.Weight != r.rec.DefaultWeight(r.server.Weight)}
+	r.mem.anchorSet = true
 }
 
 // median returns the median of v (0 for none); v is reordered.

@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"lvs-feedback/agent"
+	"lvs-feedback/ipvs"
 	"math"
 	"time"
 )
@@ -158,8 +159,10 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 // is not measured: connections ÷ a small busy fraction is noise (a 1 s
 // window of 10 ms ticks reads 0.05 ± 0.01, i.e. ±20 %; a few heavy
 // requests swing a lightly loaded server's CPU), and such a server has
-// capacity to spare. Measured in the simulator: 0.1 let light-load noise
-// write 1.2–2.3 times per server per minute under sed, 0.2 at most 1.2.
+// capacity to spare. Measured in the simulator: at 0.05 and 0.1 light-load
+// noise wrote 1.2–2.3 times per server per minute under sed; at 0.2 (and
+// confirm 3) at most 0.19 under sed and 0.93 on any scenario
+// (docs/results.md).
 const MinCapacityBusy = 0.2
 
 // CapacityWeight is the capacity controller's weight for a server with
@@ -225,9 +228,8 @@ type CapacityPeer struct {
 	// (0 is a real value: a saturated server that served nothing).
 	PerWeight float64
 	// Idle: the server was busy less than MinCapacityBusy this interval;
-	// PerWeight is then only a lower bound (connections served ÷
-	// MinCapacityBusy; 0 when it served none), and the server has capacity
-	// to spare.
+	// PerWeight is then only a lower bound (its smoothed connections
+	// served ÷ MinCapacityBusy), and the server has capacity to spare.
 	Idle bool
 	// Spare: idle and busy less than half MinCapacityBusy: clearly
 	// unloaded, the server goes back to its default weight. An idle
@@ -283,12 +285,11 @@ type AnchorState struct {
 // of default weight def whose capacity per unit of default weight is f
 // times its service's median, and the server's next state. The server
 // stays at def while f is within p.Anchor of 1; it leaves def when
-// |f − 1| > p.Anchor for p.Confirm intervals in a row — a server below
-// the median at once when saturatedAlone (SaturatedAlone: it has lost
-// capacity) — and returns when
-// |f − 1| < p.Anchor/2 (hysteresis: noise at the edge does not flap). Off
-// def its weight is def·f, never below p.Min nor above the kernel's largest
-// weight.
+// |f − 1| > p.Anchor for p.Confirm intervals in a row — at once when it is
+// below the median and saturatedAlone (SaturatedAlone: it has lost
+// capacity) — and returns when |f − 1| < p.Anchor/2 (hysteresis: noise at
+// the edge does not flap). Off def its weight is def·f, never below p.Min
+// nor above ipvs.MaxWeight.
 func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
@@ -305,7 +306,7 @@ func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p W
 	if !st.Deviating {
 		return def, st
 	}
-	return int(clamp(math.Round(float64(def)*f), float64(p.Min), 65535)), st
+	return int(clamp(math.Round(float64(def)*f), float64(p.Min), ipvs.MaxWeight)), st
 }
 
 // IntervalCPU is the CPU busy fraction a cycle uses for a server: the mean
