@@ -51,6 +51,13 @@ type CPUTime struct {
 	SampledSeconds float64   `json:"sampled_seconds"`
 }
 
+// Add folds one sampled window of seconds at CPU busy fraction cpu into
+// the totals.
+func (c *CPUTime) Add(cpu, seconds float64) {
+	c.BusySeconds += cpu * seconds
+	c.SampledSeconds += seconds
+}
+
 // BusyBetween returns the mean CPU busy fraction between two replies'
 // totals, prev the earlier. ok is false when they cannot be compared: one
 // is missing, the agent restarted between them (Since differs), or no

@@ -101,8 +101,7 @@ func (s *Sampler) Run(ctx context.Context) {
 		default:
 			rep, rerr := cur.Report(prev)
 			if rerr == nil {
-				totals.BusySeconds += rep.CPU * rep.Raw.WindowSeconds
-				totals.SampledSeconds += rep.Raw.WindowSeconds
+				totals.Add(rep.CPU, rep.Raw.WindowSeconds)
 				t := totals
 				rep.CPUTime = &t
 			}

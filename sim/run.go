@@ -370,8 +370,7 @@ func (r *run) agentSample(k int) {
 		a.report.Raw.CPUBusy = a.report.CPU
 		a.report.Raw.CPUs = s.spec.Cores
 		a.report.Raw.WindowSeconds = r.now - a.lastT
-		a.totals.BusySeconds += a.report.CPU * a.report.Raw.WindowSeconds
-		a.totals.SampledSeconds += a.report.Raw.WindowSeconds
+		a.totals.Add(a.report.CPU, a.report.Raw.WindowSeconds)
 		t := a.totals
 		if !r.sc.Agent.NoCPUTime {
 			a.report.CPUTime = &t
