@@ -113,7 +113,7 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 			r := rows[i]
 			r.capFactor = f
 			def := r.rec.DefaultWeight(r.server.Weight)
-			if !r.mem.anchorSet { // first sight: a start
+			if !r.mem.anchorSet { // a start, a takeover
 				r.anchorFromTable()
 			}
 			if !math.IsNaN(f) {
@@ -131,14 +131,15 @@ func (m *Monitor) estimateCapacity(rows []*destRow) {
 
 // followCapacity is the capacity controller on a follower director: it does
 // not measure — its own IPVS counters do not see the service's traffic, so
-// every server would look saturated with nothing served — and it tracks the
-// writer's table, so that a takeover starts from the weights as they are:
-// a server off its default weight stays there until the new writer's own
-// measurements say otherwise. Estimates start afresh at the takeover.
+// every server would look saturated with nothing served — and leaves the
+// anchor state to be taken from the table by the takeover's first cycle
+// (not earlier: the writer's latest weights may arrive just before it):
+// estimates start afresh, and a server the writer had moved off its default
+// weight stays there until the new writer's own measurements say otherwise.
 func followCapacity(rows []*destRow) {
 	for _, r := range rows {
 		r.mem.est, r.mem.nobs, r.mem.lowerBound, r.mem.nlb = 0, 0, 0, 0
-		r.anchorFromTable()
+		r.mem.anchorSet = false
 	}
 }
 

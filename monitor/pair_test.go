@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,6 +54,9 @@ type director struct {
 	m      *Monitor
 	cancel context.CancelFunc
 	done   chan struct{}
+	// weight, when set, replaces the formula's [weight] line of the
+	// configuration (e.g. the capacity controller).
+	weight string
 }
 
 func writeKey(t *testing.T, b byte) string {
@@ -82,6 +86,9 @@ func newDirector(t *testing.T, id string, role scheduler.Role, keyFile string) *
 func (d *director) start(t *testing.T, keyFile string, peers ...*director) {
 	t.Helper()
 	conf := strings.Replace(cpuOnlyConfig, `interval = "1s"`, `interval = "200ms"`, 1)
+	if d.weight != "" {
+		conf = strings.Replace(conf, "controller = \"lvs\"\n", d.weight, 1)
+	}
 	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
 	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n"
@@ -252,4 +259,71 @@ func eventuallyBool(within time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// TestDirectorPairCapacity: two real monitors running the capacity
+// controller. The active lowers B, which serves half as many connections
+// as A and C for the same CPU; the standby, with no traffic through its
+// own table, mirrors the weights without measuring; after the takeover it
+// measures the same and keeps B where it is — it never writes B's
+// configured weight back in between (it did, for the confirmation
+// intervals, when the takeover came before the follower's next cycle after
+// adopting the writer's weights).
+func TestDirectorPairCapacity(t *testing.T) {
+	key := writeKey(t, 1)
+	a := newDirector(t, "dir-a", scheduler.Active, key)
+	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	for _, d := range []*director{a, b} {
+		d.weight = "controller = \"capacity\"\n"
+		for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+			d.agents.set(agentOf(rs), 0.5)
+		}
+	}
+	// The clients' connections go through the director that holds the
+	// VIP: per 20 ms, 4 to A and C, 2 to B (fixed: the inputs stay put).
+	var through atomic.Pointer[director]
+	through.Store(a)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			d := through.Load()
+			for rs, n := range map[netip.AddrPort]uint32{rsA: 4, rsB: 2, rsC: 4} {
+				if err := d.table.AddConnections(svcKey, rs, n); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	a.start(t, key, b)
+	b.start(t, key, a)
+
+	// B: half the median's capacity per unit of weight, for 3 intervals
+	// (confirm): 10 → 5.
+	eventually(t, 10*time.Second, "a lowers B", func() bool { return a.writer() && a.weights(t)[rsB] == 5 })
+	eventually(t, 10*time.Second, "b mirrors a", func() bool { return sameWeights(a.weights(t), b.weights(t)) })
+	a.stop()
+	last := a.weights(t)
+	through.Store(b)
+	b.role.set(scheduler.Active)
+	eventually(t, 5*time.Second, "b writes", b.writer)
+	// Ten intervals of b writing: B must stay where a left it.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if w := b.weights(t); w[rsB] != last[rsB] || w[rsA] != last[rsA] || w[rsC] != last[rsC] {
+			t.Fatalf("after the takeover b's weights %v, want a's last %v kept", w, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("weights kept across the takeover: %v", last)
 }
