@@ -454,3 +454,28 @@ func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
 	}
 	wantWeights(t, f, "after the takeover", 10, 5, 10)
 }
+
+// TestDecideCapacityRampWithoutDecision: a server ramping back after a
+// failure goes on ramping towards its restore weight in a cycle where the
+// capacity controller makes no decision for it (lightly loaded, 10–20 %
+// CPU); with no ramp, no decision keeps the weight.
+func TestDecideCapacityRampWithoutDecision(t *testing.T) {
+	p := DefaultConfig().Weight
+	rec := DestRecord{State: Managed, Written: 1}
+	obs := Observation{ProbeOK: true, LoadOK: true, Load: 0.2}
+	for _, tt := range []struct {
+		name      string
+		ramp      float64
+		wantWrite bool
+		wantTo    int
+	}{
+		{"half-way through the ramp: 10·0.5", 0.5, true, 5},
+		{"no ramp: kept", 1, false, 0},
+	} {
+		ctrl := 10.0 // the restore weight, set when the server came back
+		a := Decide(DecideInput{Record: rec, KernelWeight: 1, ConfiguredDefault: 10, Obs: obs, Ramp: tt.ramp}, &ctrl, p)
+		if a.Write != tt.wantWrite || (a.Write && a.To != tt.wantTo) {
+			t.Errorf("%s: write %v to %d (%s), want write %v to %d", tt.name, a.Write, a.To, a.Reason, tt.wantWrite, tt.wantTo)
+		}
+	}
+}

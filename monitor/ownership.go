@@ -207,28 +207,38 @@ func Decide(in DecideInput, ctrl *float64, p WeightParams) Action {
 	return writeAction(rec, to, fmt.Sprintf("load %.3f", obs.Load), ramp)
 }
 
-// decideCapacity is the capacity controller's last step: the weight in
-// proportion to the server's measured capacity (in.Capacity, from
-// CapacityWeight), written when it moves by more than the band, at every
-// step of a slow-start ramp, or when the kernel weight is below the
-// minimum. Without a capacity estimate yet the weight is kept.
+// decideCapacity is the capacity controller's last step: the server's
+// capacity weight (in.Capacity, from AnchoredWeight or CapacityWeight),
+// written when it moves by more than the band, when it returns to the
+// default weight (anchored), at every step of a slow-start ramp, or when
+// the kernel weight is below the minimum. Without a capacity decision this
+// cycle the weight is kept — but a slow-start ramp goes on towards the last
+// weight.
 func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParams, ramp float64) Action {
-	if in.Capacity <= 0 {
+	switch {
+	case in.Capacity > 0:
+		*ctrl = float64(in.Capacity)
+	case ramp < 1 && *ctrl > 0:
+		// No decision this cycle, but a slow start goes on towards the
+		// last weight (the restore weight of a server back from down).
+	default:
 		return Action{Record: rec}
 	}
-	*ctrl = float64(in.Capacity)
 	to := rampWeight(*ctrl, ramp, p.Min)
 	ramping := ramp < 1 && to != in.KernelWeight
 	if p.Anchor > 0 {
 		// Anchored: back to the default weight is always written (the
 		// hysteresis of AnchoredWeight keeps it from flapping).
 		def := rec.DefaultWeight(in.ConfiguredDefault)
-		back := in.Capacity == def && to != in.KernelWeight
+		back := int(*ctrl) == def && to != in.KernelWeight
 		if in.KernelWeight >= p.Min && !ramping && !back && !PassesBand(in.KernelWeight, to, p.Band) {
 			return Action{Record: rec}
 		}
 		reason := fmt.Sprintf("capacity %.2f× its default weight's share", in.CapacityFactor)
-		if in.Capacity == def {
+		switch {
+		case in.Capacity <= 0:
+			reason = fmt.Sprintf("towards weight %d (no capacity decision this cycle)", int(*ctrl))
+		case in.Capacity == def:
 			reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", in.CapacityFactor, p.Anchor*100)
 		}
 		return writeAction(rec, to, reason, ramp)
@@ -236,7 +246,11 @@ func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParam
 	if in.KernelWeight >= p.Min && !ramping && !PassesBand(in.KernelWeight, to, p.Band) {
 		return Action{Record: rec}
 	}
-	return writeAction(rec, to, fmt.Sprintf("capacity share %d of %d", in.Capacity, p.Resolution), ramp)
+	reason := fmt.Sprintf("capacity share %d of %d", in.Capacity, p.Resolution)
+	if in.Capacity <= 0 {
+		reason = fmt.Sprintf("towards weight %d (no capacity decision this cycle)", int(*ctrl))
+	}
+	return writeAction(rec, to, reason, ramp)
 }
 
 func writeAction(rec DestRecord, to int, reason string, ramp float64) Action {
