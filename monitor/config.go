@@ -39,6 +39,7 @@ type Config struct {
 	Coefficients Coefficients    `toml:"coefficients"`
 	Weight       WeightParams    `toml:"weight"`
 	Availability Availability    `toml:"availability"`
+	Guard        GuardConfig     `toml:"backlog_guard"`
 	Sync         SyncConfig      `toml:"sync"`
 	Services     []ServiceConfig `toml:"service"`
 }
@@ -184,6 +185,7 @@ func DefaultConfig() Config {
 		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
+		Guard:        GuardConfig{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16},
 	}
 }
 
@@ -347,6 +349,20 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if w.Resolution < 1 || w.Resolution > ipvs.MaxWeight || w.Resolution < w.Min {
 		bad("weight.resolution", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
+	}
+
+	gc := cfg.Guard
+	if gc.Check < 0 {
+		bad("backlog_guard.check", "must not be negative (0 disables the guard), got %v", gc.Check)
+	}
+	if !(gc.Trigger > 1) {
+		bad("backlog_guard.trigger", "must be above 1 (a multiple of the median active connections per unit of weight), got %v", gc.Trigger)
+	}
+	if !(gc.Release >= 1 && gc.Release < gc.Trigger) {
+		bad("backlog_guard.release", "must be from 1 to below trigger (%v), got %v", gc.Trigger, gc.Release)
+	}
+	if gc.MinExcess < 0 {
+		bad("backlog_guard.min_excess", "must not be negative, got %d", gc.MinExcess)
 	}
 
 	av := cfg.Availability

@@ -42,8 +42,11 @@ type DestStatus struct {
 	AgentStale     bool      // the agent has been silent longer than agent_expiry
 	Frozen         bool      // the service is frozen (fail static) this cycle
 	Ramp           float64   // slow-start factor, 1 when not ramping
-	Wrote          bool
-	Reason         string // why the weight or ownership changed, if it did
+	// GuardHeld is the weight the backlog guard holds the server at, and
+	// GuardFrom its weight before the cut (0: no hold; guard.go).
+	GuardHeld, GuardFrom int
+	Wrote                bool
+	Reason               string // why the weight or ownership changed, if it did
 
 	// ControllerBefore and ControllerAfter are the controller's fractional
 	// weight before and after this cycle's formula step.
@@ -124,7 +127,9 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	var wroteState bool
 	var writeErr error
 	if !m.follower { // a follower's weights come from the writer (replicate.go)
+		m.checkBacklog(rows, false) // releases; cuts happen at guard checks
 		m.decide(rows)
+		m.holdGuard(rows)
 		writes, wroteState, writeErr = m.write(rows)
 	}
 	var errs []error

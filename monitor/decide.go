@@ -140,6 +140,7 @@ func followCapacity(rows []*destRow) {
 	for _, r := range rows {
 		r.mem.est, r.mem.nobs, r.mem.lowerBound, r.mem.nlb = 0, 0, 0, 0
 		r.mem.anchorSet = false
+		r.mem.guard = guardState{} // the new writer's guard starts afresh
 	}
 }
 
@@ -230,7 +231,9 @@ func (m *Monitor) decide(rows []*destRow) {
 			Ramp:              r.ramp,
 			Capacity:          r.capacity,
 			CapacityFactor:    r.capFactor,
+			Released:          r.mem.guard.released,
 		}, &ctrl, m.cfg.Weight)
+		r.mem.guard.released = false
 		r.mem.ctrl = ctrl
 		r.ctrlAfter = ctrl
 	}

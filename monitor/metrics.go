@@ -26,6 +26,8 @@ type Metrics struct {
 	probeErrors     *prometheus.CounterVec
 	writes          *prometheus.CounterVec
 	writeErrors     *prometheus.CounterVec
+	guardCuts       *prometheus.CounterVec
+	backlogHeld     *prometheus.GaugeVec
 	frozen          *prometheus.GaugeVec
 	cycleSeconds    prometheus.Histogram
 	syncWriter      prometheus.Gauge
@@ -73,6 +75,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		agentErrors:     c("agent_poll_errors_total", "Agent polls that failed (no answer, bad reply, timeout).", dest...),
 		probeErrors:     c("probe_failures_total", "Response probes that failed.", dest...),
 		writes:          c("kernel_writes_total", "Weights written to the IPVS table.", dest...),
+		guardCuts:       c("backlog_guard_cuts_total", "Weights cut by the backlog guard between cycles (also counted in kernel_writes_total).", dest...),
+		backlogHeld:     g("server_backlog_held", "1 while the backlog guard holds the real server's weight down.", dest...),
 		writeErrors:     c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
 		syncUnreachable: g("sync_peer_unreachable", "1 when no sync message reached the peer director for three intervals.", "peer"),
 		syncFrames:      c("sync_frames_received_total", "Sync frames received from other directors, by result: accepted or the rejection reason.", "result"),
@@ -120,6 +124,7 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 		x.down.WithLabelValues(svc, srv).Set(b2f(d.State == Down))
 		x.agentStale.WithLabelValues(svc, srv).Set(b2f(d.AgentStale))
 		x.activeConns.WithLabelValues(svc, srv).Set(float64(d.ActiveConns))
+		x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(d.GuardHeld > 0))
 		x.inactiveConns.WithLabelValues(svc, srv).Set(float64(d.InactiveConns))
 		if math.IsNaN(d.Load) {
 			x.load.DeleteLabelValues(svc, srv)
@@ -150,6 +155,7 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 		} else {
 			x.writes.WithLabelValues(svc, srv)
 		}
+		x.guardCuts.WithLabelValues(svc, srv)
 	}
 	for svc, f := range frozen {
 		x.frozen.WithLabelValues(svc).Set(b2f(f))
@@ -164,11 +170,11 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 }
 
 func (x *Metrics) forget(svc, srv string) {
-	for _, v := range []*prometheus.GaugeVec{x.weight, x.defaultWeight, x.load, x.drained, x.down, x.agentStale, x.activeConns, x.inactiveConns, x.probeSeconds, x.agentSeconds} {
+	for _, v := range []*prometheus.GaugeVec{x.weight, x.defaultWeight, x.load, x.drained, x.down, x.agentStale, x.activeConns, x.inactiveConns, x.probeSeconds, x.agentSeconds, x.backlogHeld} {
 		v.DeleteLabelValues(svc, srv)
 	}
 	x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
-	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes} {
+	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes, x.guardCuts} {
 		v.DeleteLabelValues(svc, srv)
 	}
 }
@@ -187,6 +193,25 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 		if n > prev[result] {
 			x.syncFrames.WithLabelValues(result).Add(float64(n - prev[result]))
 		}
+	}
+}
+
+// guardCut counts a backlog guard's write (between cycles, so not in a
+// cycle report) and marks the server held.
+func (x *Metrics) guardCut(k DestKey) {
+	if x == nil {
+		return
+	}
+	svc, srv := k.Service.String(), k.Dest.String()
+	x.writes.WithLabelValues(svc, srv).Inc()
+	x.guardCuts.WithLabelValues(svc, srv).Inc()
+	x.backlogHeld.WithLabelValues(svc, srv).Set(1)
+}
+
+// guardHeld sets whether the backlog guard holds a server's weight.
+func (x *Metrics) guardHeld(k DestKey, held bool) {
+	if x != nil {
+		x.backlogHeld.WithLabelValues(k.Service.String(), k.Dest.String()).Set(b2f(held))
 	}
 }
 

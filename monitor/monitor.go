@@ -137,6 +137,8 @@ type destMemory struct {
 	// connections served ÷ MinCapacityBusy (nlb intervals folded in)
 	lowerBound float64
 	nlb        int
+
+	guard guardState // the backlog guard (guard.go)
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director
@@ -152,6 +154,8 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 	interval := m.Interval()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	g := newGuardTicker(m.GuardCheck())
+	defer g.stop()
 	for {
 		rep, err := m.Cycle(ctx)
 		if ctx.Err() != nil {
@@ -163,27 +167,87 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 		if afterCycle != nil {
 			afterCycle(rep, err)
 		}
-		if !m.waitTick(ctx, t, &interval) {
+		if !m.waitTick(ctx, t, &interval, g) {
 			return nil
 		}
 	}
 }
 
-// waitTick waits for the next tick of t. A reload that changes the interval
-// restarts the wait with the new one. It returns false when ctx ends.
-func (m *Monitor) waitTick(ctx context.Context, t *time.Ticker, interval *time.Duration) bool {
+// waitTick waits for the next tick of t, running backlog checks at g's
+// ticks meanwhile. A reload that changes the interval or the check period
+// restarts the waits with the new ones. It returns false when ctx ends.
+func (m *Monitor) waitTick(ctx context.Context, t *time.Ticker, interval *time.Duration, g *guardTicker) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 			return true
+		case <-g.C():
+			m.runGuard(ctx)
 		case <-m.reloaded:
 			if i := m.Interval(); i != *interval {
 				*interval = i
 				t.Reset(i)
 			}
+			g.reset(m.GuardCheck())
 		}
+	}
+}
+
+// runGuard runs one backlog check and logs its failure.
+func (m *Monitor) runGuard(ctx context.Context) int {
+	n, err := m.Guard(ctx)
+	if err != nil && ctx.Err() == nil {
+		m.log.Error("backlog guard", "error", err)
+	}
+	return n
+}
+
+// GuardCheck returns the running configuration's backlog check period (0:
+// the guard is off).
+func (m *Monitor) GuardCheck() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Guard.Check
+}
+
+// guardTicker ticks every backlog check period; off (a nil channel) when
+// the period is 0.
+type guardTicker struct {
+	t *time.Ticker
+	d time.Duration
+}
+
+func newGuardTicker(d time.Duration) *guardTicker {
+	g := &guardTicker{}
+	g.reset(d)
+	return g
+}
+
+// C is the tick channel; nil (never ready) when the guard is off.
+func (g *guardTicker) C() <-chan time.Time {
+	if g.t == nil {
+		return nil
+	}
+	return g.t.C
+}
+
+func (g *guardTicker) reset(d time.Duration) {
+	if d == g.d {
+		return
+	}
+	g.stop()
+	g.d = d
+	if d > 0 {
+		g.t = time.NewTicker(d)
+	}
+}
+
+func (g *guardTicker) stop() {
+	if g.t != nil {
+		g.t.Stop()
+		g.t = nil
 	}
 }
 

@@ -180,11 +180,11 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 	if !math.IsNaN(d.Load) && p.Controller != "capacity" {
 		e.Step = p.Gain * math.Cbrt(p.Target-d.Load)
 	}
-	e.Decision = explainDecision(*d, p)
+	e.Decision = explainDecision(*d, p, st.Config.Guard)
 	return e, nil
 }
 
-func explainDecision(d DestStatus, p WeightParams) string {
+func explainDecision(d DestStatus, p WeightParams, g GuardConfig) string {
 	switch {
 	case d.State == DrainedByOperator:
 		return "drained by the operator: not touched"
@@ -200,6 +200,10 @@ func explainDecision(d DestStatus, p WeightParams) string {
 		return "no load computed: weight kept"
 	}
 	next := RoundWeight(d.ControllerAfter * d.Ramp)
+	if d.GuardHeld > 0 {
+		return fmt.Sprintf("backlog guard: weight held at %d (cut from %d) until the server's active connections per unit of its weight %d are back within %.1f× the service's median; the controller's weight is not written above it",
+			d.GuardHeld, d.GuardFrom, d.GuardFrom, g.Release)
+	}
 	if p.Controller == "capacity" {
 		if d.ControllerAfter == 0 || (p.Anchor > 0 && math.IsNaN(d.CapacityFactor)) {
 			return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",

@@ -139,6 +139,8 @@ func (m *Monitor) runPair(ctx context.Context, after func(CycleReport, error)) e
 	interval := m.Interval()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	g := newGuardTicker(m.GuardCheck())
+	defer g.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,6 +149,11 @@ func (m *Monitor) runPair(ctx context.Context, after func(CycleReport, error)) e
 			if i := m.Interval(); i != interval {
 				interval = i
 				t.Reset(interval)
+			}
+			g.reset(m.GuardCheck())
+		case <-g.C():
+			if m.runGuard(ctx) > 0 {
+				p.publish() // the follower holds the cut weights too
 			}
 		case r := <-p.roles.Changes():
 			p.log.Info("sync: role changed", "role", r)

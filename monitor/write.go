@@ -108,6 +108,8 @@ func statuses(rows []*destRow) []DestStatus {
 			AgentStale:       r.stale,
 			Frozen:           r.frozen,
 			Ramp:             r.ramp,
+			GuardHeld:        r.mem.guard.weight,
+			GuardFrom:        r.mem.guard.from,
 			Wrote:            r.wrote,
 			Reason:           reason,
 		})

@@ -1,0 +1,243 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The backlog guard: between cycles, the monitor reads only its own IPVS
+// table (cheap: one netlink dump per service, no agent, no probe) and looks
+// for a server whose active connections pile up. A server that suddenly
+// lost capacity — a background job, a degraded disk — keeps receiving its
+// full share under wrr until the next cycle measures it, and builds a
+// backlog that it then serves slowly with what it has left. The table shows
+// that backlog within a second: its active connections per unit of weight
+// run away from its peers'. The guard then cuts the weight in proportion
+// and holds it (cycles may lower it further, not raise it) until the backlog
+// is gone; from then on the weight controller's weight applies.
+//
+// wlc and sed balance active connections per unit of weight themselves, so
+// the guard does not fire under them unless a server is far worse than its
+// weight says.
+
+// GuardConfig is the [backlog_guard] section.
+type GuardConfig struct {
+	// Check is how often the table is checked between cycles; 0 disables
+	// the guard.
+	Check time.Duration `toml:"check"`
+	// Trigger: a server is backlogged when its active connections per unit
+	// of weight reach Trigger × the service's median, at two checks in a
+	// row, growing.
+	Trigger float64 `toml:"trigger"`
+	// Release: a held server is released when its active connections per
+	// unit of its weight before the cut are back to at most Release × the
+	// median.
+	Release float64 `toml:"release"`
+	// MinExcess: and it holds at least this many active connections more
+	// than the median share of its weight — a few connections are never a
+	// backlog, whatever the ratio.
+	MinExcess int `toml:"min_excess"`
+}
+
+// Enabled reports whether the guard runs.
+func (g GuardConfig) Enabled() bool { return g.Check > 0 }
+
+// BacklogRatio is a server's active connections per unit of weight as a
+// multiple of its service's median (median per unit of weight), and its
+// excess over the median share: active − median·weight. A median of 0 gives
+// ratio +Inf for a server with active connections.
+func BacklogRatio(active, weight int, median float64) (ratio, excess float64) {
+	if weight <= 0 {
+		return math.NaN(), 0
+	}
+	expected := median * float64(weight)
+	excess = float64(active) - expected
+	if expected <= 0 {
+		if active == 0 {
+			return 0, 0
+		}
+		return math.Inf(1), excess
+	}
+	return float64(active) / expected, excess
+}
+
+// Backlogged reports whether a server with this ratio and excess at this
+// check, and prevActive active connections at the previous one, is
+// building a backlog: beyond the trigger with at least MinExcess more than
+// its share, and growing.
+func Backlogged(ratio, excess float64, active, prevActive int, g GuardConfig) bool {
+	return ratio >= g.Trigger && excess >= float64(g.MinExcess) && active > prevActive
+}
+
+// GuardCut is the weight a backlogged server is cut to: its weight divided
+// by its backlog ratio, at least min and below weight.
+func GuardCut(weight int, ratio float64, min int) int {
+	if !(ratio > 1) {
+		return weight
+	}
+	to := int(math.Floor(float64(weight) / ratio)) // +Inf: 0, so min
+	return max(min, to)
+}
+
+// guardState is a destination's backlog-guard memory.
+type guardState struct {
+	prevActive int  // active connections at the previous check
+	over       bool // beyond the trigger at the previous check
+	held       bool // the guard cut the weight and holds it
+	from       int  // the weight before the cut
+	weight     int  // the held weight (a cycle may lower it)
+	// released: the hold ended since the last cycle, which then writes
+	// the controller's weight
+	released bool
+}
+
+// medianPerWeight is the median of active connections per unit of weight
+// over a service's rows in rotation (managed, weight > 0). A held server
+// counts at the weight it had before the cut.
+func medianPerWeight(rows []*destRow) float64 {
+	var v []float64
+	for _, r := range rows {
+		if r.rec.State != Managed || r.kernel.Weight <= 0 {
+			continue
+		}
+		w := r.kernel.Weight
+		if r.mem.guard.held {
+			w = r.mem.guard.from
+		}
+		v = append(v, float64(r.kernel.ActiveConns)/float64(w))
+	}
+	return median(v)
+}
+
+// Guard runs one backlog check: read table → reconcile ownership → per
+// service, find backlogged servers → cut and hold, or release → write. It
+// does nothing on a follower or with the guard off, and cuts nothing in a
+// frozen service. It returns the number of weights written.
+func (m *Monitor) Guard(ctx context.Context) (int, error) {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	if m.follower || !m.cfg.Guard.Enabled() {
+		return 0, nil
+	}
+	rows := m.readTable()
+	stateChanged := m.reconcile(rows)
+	m.checkBacklog(rows, true)
+	writes, wroteState, err := m.write(rows)
+	for _, r := range rows {
+		if r.wrote {
+			m.deps.Metrics.guardCut(r.key)
+		}
+	}
+	if stateChanged || wroteState {
+		if serr := m.saveState(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if err != nil {
+		return writes, fmt.Errorf("backlog guard: %w", err)
+	}
+	return writes, ctx.Err()
+}
+
+// checkBacklog updates every row's guard state from the table and, when
+// cut is true (a guard check; a cycle only releases), sets a write action
+// for each server to cut. A held server whose backlog is gone, or whose
+// weight someone else changed, is released; one that left the managed state
+// (drained, down) forgets the hold.
+func (m *Monitor) checkBacklog(rows []*destRow, cut bool) {
+	g := m.cfg.Guard
+	if !g.Enabled() { // turned off by a reload: no hold outlives it
+		for _, r := range rows {
+			if r.mem.guard.held {
+				r.mem.guard = guardState{released: true}
+				m.deps.Metrics.guardHeld(r.key, false)
+			}
+		}
+		return
+	}
+	for _, svcRows := range byService(rows) {
+		med := medianPerWeight(svcRows)
+		frozen := m.frozen[svcRows[0].key.Service]
+		for _, r := range svcRows {
+			gs := &r.mem.guard
+			active := r.kernel.ActiveConns
+			if r.rec.State != Managed || r.kernel.Weight <= 0 {
+				if gs.held {
+					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", r.rec.State)
+					m.deps.Metrics.guardHeld(r.key, false)
+				}
+				*gs = guardState{prevActive: active}
+				continue
+			}
+			if gs.held {
+				ratio, _ := BacklogRatio(active, gs.from, med)
+				if ratio <= g.Release || r.kernel.Weight != gs.weight {
+					m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
+						"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio))
+					m.deps.Metrics.guardHeld(r.key, false)
+					*gs = guardState{prevActive: active, released: true}
+				} else {
+					gs.prevActive = active
+				}
+				continue
+			}
+			ratio, excess := BacklogRatio(active, r.kernel.Weight, med)
+			over := ratio >= g.Trigger && excess >= float64(g.MinExcess)
+			fire := cut && !frozen && gs.over && Backlogged(ratio, excess, active, gs.prevActive, g)
+			gs.over, gs.prevActive = over, active
+			if !fire {
+				continue
+			}
+			to := GuardCut(r.kernel.Weight, ratio, m.cfg.Weight.Min)
+			if to >= r.kernel.Weight {
+				continue
+			}
+			*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to}
+			r.action = writeAction(r.rec, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", active, ratio, med), 1)
+		}
+	}
+}
+
+// byService groups rows by service, in the order the services first
+// appear.
+func byService(rows []*destRow) [][]*destRow {
+	var out [][]*destRow
+	idx := map[string]int{}
+	for _, r := range rows {
+		k := r.key.Service.String()
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// holdGuard keeps a cycle from raising a weight the guard holds; a lower
+// weight is written and becomes the held one.
+func (m *Monitor) holdGuard(rows []*destRow) {
+	for _, r := range rows {
+		gs := &r.mem.guard
+		if !gs.held || !r.action.Write {
+			continue
+		}
+		if r.action.Record.State != Managed {
+			*gs = guardState{prevActive: r.kernel.ActiveConns}
+			m.deps.Metrics.guardHeld(r.key, false)
+			continue
+		}
+		if r.action.To > gs.weight {
+			m.log.Debug("backlog guard: holds the weight", "service", r.key.Service, "server", r.key.Dest,
+				"held", gs.weight, "controller", r.action.To)
+			r.action = Action{Record: r.rec}
+			continue
+		}
+		gs.weight = r.action.To
+	}
+}

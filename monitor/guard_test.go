@@ -1,0 +1,253 @@
+package monitor
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestBacklogRatio(t *testing.T) {
+	inf := math.Inf(1)
+	for _, c := range []struct {
+		active, weight    int
+		median            float64
+		ratio, wantExcess float64
+	}{
+		{25, 10, 0.5, 5, 20},  // expected 0.5·10 = 5: 25/5, 25−5
+		{12, 4, 1.5, 2, 6},    // expected 6
+		{3, 10, 0.5, 0.6, -2}, // below its share
+		{0, 10, 0, 0, 0},      // an idle service
+		{3, 10, 0, inf, 3},    // the only server with connections
+	} {
+		ratio, excess := BacklogRatio(c.active, c.weight, c.median)
+		if !(ratio == c.ratio || near(ratio, c.ratio)) || !near(excess, c.wantExcess) {
+			t.Errorf("BacklogRatio(%d, %d, %v) = %v, %v; want %v, %v", c.active, c.weight, c.median, ratio, excess, c.ratio, c.wantExcess)
+		}
+	}
+	if r, _ := BacklogRatio(5, 0, 1); !math.IsNaN(r) {
+		t.Errorf("weight 0: ratio %v, want NaN (not in rotation)", r)
+	}
+}
+
+func TestBacklogged(t *testing.T) {
+	g := GuardConfig{Trigger: 2, Release: 1.5, MinExcess: 16}
+	for _, c := range []struct {
+		ratio, excess float64
+		active, prev  int
+		want          bool
+		why           string
+	}{
+		{5, 20, 25, 20, true, "beyond the trigger, 20 over its share, growing"},
+		{5, 20, 25, 25, false, "not growing: a standing imbalance (long-lived connections) is no backlog"},
+		{5, 20, 25, 30, false, "shrinking"},
+		{1.9, 30, 60, 50, false, "below the trigger"},
+		{2, 16, 32, 31, true, "exactly at the trigger and the minimum excess"},
+		{3, 10, 15, 10, false, "15 connections are not a backlog, whatever the ratio"},
+		{math.Inf(1), 16, 16, 0, true, "the only server with connections, 16 of them"},
+	} {
+		if got := Backlogged(c.ratio, c.excess, c.active, c.prev, g); got != c.want {
+			t.Errorf("%s: Backlogged(%v, %v, %d, %d) = %v, want %v", c.why, c.ratio, c.excess, c.active, c.prev, got, c.want)
+		}
+	}
+}
+
+func TestGuardCut(t *testing.T) {
+	for _, c := range []struct {
+		weight int
+		ratio  float64
+		min    int
+		want   int
+	}{
+		{10, 5, 1, 2},     // 10/5
+		{10, 3, 1, 3},     // 3.33 rounded down
+		{100, 2.5, 1, 40}, // 100/2.5
+		{10, 1.05, 1, 9},  // 9.52 rounded down
+		{10, 12, 1, 1},    // 0.83: at least min
+		{10, 20, 3, 3},    // min 3
+		{10, math.Inf(1), 1, 1},
+		{10, 1, 1, 10}, // no backlog: no cut
+		{10, math.NaN(), 1, 10},
+	} {
+		if got := GuardCut(c.weight, c.ratio, c.min); got != c.want {
+			t.Errorf("GuardCut(%d, %v, %d) = %d, want %d", c.weight, c.ratio, c.min, got, c.want)
+		}
+	}
+}
+
+// TestDecideCapacityReleased: after the backlog guard lets go of a server,
+// the capacity controller writes its own weight back even in a cycle
+// without a capacity decision.
+func TestDecideCapacityReleased(t *testing.T) {
+	p := DefaultConfig().Weight
+	rec := DestRecord{State: Managed, Written: 2}
+	in := DecideInput{Record: rec, KernelWeight: 2, ConfiguredDefault: 10, Ramp: 1,
+		Obs: Observation{ProbeOK: true, LoadOK: true}, CapacityFactor: math.NaN()}
+	ctrl := 10.0
+	if a := Decide(in, &ctrl, p); a.Write {
+		t.Fatalf("not released, no decision: wrote %d, want nothing", a.To)
+	}
+	in.Released = true
+	a := Decide(in, &ctrl, p)
+	if !a.Write || a.To != 10 || a.Record.Written != 10 {
+		t.Fatalf("released: action %+v, want a write of the controller's 10", a)
+	}
+	// The formula keeps its own weight and writes it when it passes the
+	// threshold: Released changes nothing there.
+	p.Controller = "lvs"
+	in.Obs.Load = 0.95 // the target: no step
+	ctrl = 10
+	if a := Decide(in, &ctrl, p); !a.Write || a.To != 10 {
+		t.Fatalf("lvs controller: action %+v, want a write of 10", a)
+	}
+}
+
+func setActive(t *testing.T, r *rig, a, b, c int) {
+	t.Helper()
+	for i, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		must(t, r.table.SetActive(svcKey, rs, []int{a, b, c}[i], 0))
+	}
+}
+
+func guard(t *testing.T, m *Monitor) int {
+	t.Helper()
+	n, err := m.Guard(context.Background())
+	if err != nil {
+		t.Fatalf("guard: %v", err)
+	}
+	return n
+}
+
+// TestBacklogGuard follows one server through a backlog: detected at the
+// second check beyond the trigger, cut in proportion, held against the
+// controller, released when its connections are back to its share, and
+// given the controller's weight by the next cycle.
+func TestBacklogGuard(t *testing.T) {
+	r, m := newCapacityRig(t, "")
+	metrics := NewMetrics(prometheus.NewRegistry())
+	m.deps.Metrics = metrics
+	const svc, b = "192.0.2.10:80/tcp", "198.51.100.12:80"
+	setAllCPU(r, 0.5)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+
+	// Median 0.5 per unit of weight; B's share 5.
+	steps := []struct {
+		activeB int
+		writes  int
+		weightB int
+		why     string
+	}{
+		{20, 0, 10, "4× its share but only 15 over it"},
+		{22, 0, 10, "4.4× and 17 over: beyond, the first check"},
+		{24, 1, 2, "4.8×, 19 over, growing, the second check: cut to 10/4.8"},
+		{30, 0, 2, "held"},
+	}
+	for _, s := range steps {
+		setActive(t, r, 5, s.activeB, 5)
+		if n := guard(t, m); n != s.writes || r.weight(rsB) != s.weightB {
+			t.Fatalf("B at %d active (%s): %d writes, weight %d; want %d, %d", s.activeB, s.why, n, r.weight(rsB), s.writes, s.weightB)
+		}
+		wantWeights(t, r, s.why, 10, s.weightB, 10)
+	}
+	if got := testutil.ToFloat64(metrics.guardCuts.WithLabelValues(svc, b)); got != 1 {
+		t.Errorf("guard cuts B = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(metrics.backlogHeld.WithLabelValues(svc, b)); got != 1 {
+		t.Errorf("backlog held B = %v, want 1", got)
+	}
+
+	// A cycle whose controller wants B back at its default 10 leaves it
+	// held at 2; explain says why.
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "cycle during the hold", 10, 2, 10)
+	e, err := m.Explain(svcKey, rsB)
+	must(t, err)
+	if !strings.Contains(e.Decision, "backlog guard: weight held at 2 (cut from 10)") {
+		t.Errorf("explain during the hold: %q", e.Decision)
+	}
+
+	// 7 active: 1.4× its share at weight 10, within the release 1.5×.
+	setActive(t, r, 5, 7, 5)
+	if n := guard(t, m); n != 0 {
+		t.Fatalf("release wrote %d weights, want none (the next cycle writes)", n)
+	}
+	if got := testutil.ToFloat64(metrics.backlogHeld.WithLabelValues(svc, b)); got != 0 {
+		t.Errorf("backlog held B after the release = %v, want 0", got)
+	}
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "the cycle after the release", 10, 10, 10)
+	if got := testutil.ToFloat64(metrics.writes.WithLabelValues(svc, b)); got != 2 {
+		t.Errorf("kernel writes B = %v, want 2 (the cut and the way back)", got)
+	}
+}
+
+// TestBacklogGuardLeavesDrainsAndFollowers: a drain during a hold ends the
+// hold and the guard never writes to the drained server; a follower never
+// cuts; a guard turned off by a reload lets go of its hold. The LVS
+// formula runs, every server at its target load (the formula's step is 0),
+// so that every weight change here is the guard's.
+func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.95)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	cutB := func(what string) {
+		t.Helper()
+		for _, n := range []int{22, 24} {
+			setActive(t, r, 5, n, 5)
+			guard(t, m)
+		}
+		wantWeights(t, r, what, 10, 2, 10)
+	}
+	cutB("first cut")
+	r.operatorSets(rsB, 0) // drain
+	setActive(t, r, 5, 40, 5)
+	for i := 0; i < 3; i++ {
+		guard(t, m)
+	}
+	cycle(t, m)
+	wantWeights(t, r, "drained during the hold", 10, 0, 10)
+	if m.mem[DestKey{Service: svcKey, Dest: rsB}].guard.held {
+		t.Error("the hold outlived the drain")
+	}
+
+	// Undrained (and its slow start over); a follower sees the same
+	// backlog and writes nothing.
+	r.operatorSets(rsB, 10)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	r.advance(m.cfg.Availability.SlowStart + time.Second)
+	cycle(t, m)
+	wantWeights(t, r, "undrained", 10, 10, 10)
+	m.setFollower(true)
+	for _, n := range []int{22, 24, 26} {
+		setActive(t, r, 5, n, 5)
+		if w := guard(t, m); w != 0 {
+			t.Fatalf("follower: %d writes", w)
+		}
+	}
+	wantWeights(t, r, "follower", 10, 10, 10)
+	m.setFollower(false)
+
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	wantWeights(t, r, "leader again", 10, 10, 10)
+	cutB("second cut")
+	cfg := m.cfg
+	cfg.Guard.Check = 0
+	m.Reload(cfg)
+	cycle(t, m)
+	wantWeights(t, r, "guard turned off", 10, 10, 10)
+	if n := guard(t, m); n != 0 {
+		t.Errorf("guard off: %d writes", n)
+	}
+}
