@@ -156,3 +156,70 @@ func TestScenariosParse(t *testing.T) {
 		}
 	}
 }
+
+// TestIdealLag: the lagged counterfactual writes the ideal weights exactly
+// its lag after the event, so it settles then, and the lag costs p99 under
+// wrr on a sudden capacity loss.
+func TestIdealLag(t *testing.T) {
+	sc := shorten(loadShipped(t, "background"), 260*time.Second, 20*time.Second)
+	lagged, err := BuiltinPolicy("ideal-lag:5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := RunOne(sc, 1, "wrr", PolicySpec{Name: PolIdeal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := RunOne(sc, 1, "wrr", lagged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lg.Settle) != 1 || lg.Settle[0] < 5 || lg.Settle[0] > 6 {
+		t.Errorf("ideal-lag:5s settled after %v s, want 5 (within the 1 s sampling)", lg.Settle)
+	}
+	if id.Settle[0] != 0 {
+		t.Errorf("ideal settled after %v s, want 0", id.Settle[0])
+	}
+	if lg.Writes != id.Writes {
+		t.Errorf("writes per server per minute: lagged %v, ideal %v; want the same writes, later", lg.Writes, id.Writes)
+	}
+	if !(lg.P99 > id.P99) {
+		t.Errorf("p99 lagged %.3fs, ideal %.3fs: 5 s of lag on a 60 %% capacity loss should cost", lg.P99, id.P99)
+	}
+	for _, bad := range []string{"ideal-lag:0s", "ideal-lag:-1s", "ideal-lag:soon"} {
+		if _, err := BuiltinPolicy(bad); err == nil {
+			t.Errorf("BuiltinPolicy(%q): no error", bad)
+		}
+	}
+}
+
+// TestBacklogGuardInTheLoop: with the default configuration the real
+// monitor's backlog guard runs between its cycles in the simulator: when
+// the background job takes 60 % of b's CPU at 200 s, b's weight is cut
+// within 3 s (two 1 s checks of the table) — before the 5 s cycle could
+// have measured it — and the cycles still run every interval.
+func TestBacklogGuardInTheLoop(t *testing.T) {
+	sc := shorten(loadShipped(t, "background"), 260*time.Second, 20*time.Second)
+	spec, _ := BuiltinPolicy(PolDefault)
+	r := runInternal(t, sc, 1, "wrr", spec)
+	const b = 1
+	if iv := r.pol.Interval(); iv != 1 {
+		t.Fatalf("policy ticks every %vs, want the guard's 1 s", iv)
+	}
+	event := sc.Events[0].At.Seconds()
+	cut := -1.0
+	for _, h := range r.history {
+		if h.k == b && h.policy && h.t >= event && h.w < sc.Servers[b].Weight {
+			cut = h.t
+			break
+		}
+	}
+	if cut < 0 || cut-event > 3 {
+		t.Errorf("b's weight first lowered at %.1fs, want within 3 s of the event at %.0fs", cut, event)
+	}
+	mp := r.pol.(*monitorPolicy)
+	last := mp.m.Last().Start.Sub(simEpoch).Seconds()
+	if end := sc.Duration.Seconds(); last < end-5 || last > end {
+		t.Errorf("the last cycle started at %.1fs, want within the last 5 s interval before %.0fs", last, end)
+	}
+}

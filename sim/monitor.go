@@ -58,6 +58,9 @@ type monitorPolicy struct {
 	tab  *simTable
 	ag   *simAgents
 	pr   *simProber
+	// nextCycle: the time of the next Cycle; Tick runs at the backlog
+	// guard's check period when the guard is on, a Guard between cycles.
+	nextCycle float64
 }
 
 func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
@@ -68,9 +71,14 @@ func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
 	return &monitorPolicy{name: name, cfg: cfg}, nil
 }
 
-func (p *monitorPolicy) Name() string      { return p.name }
-func (p *monitorPolicy) Kernel() bool      { return true }
-func (p *monitorPolicy) Interval() float64 { return p.cfg.Interval.Seconds() }
+func (p *monitorPolicy) Name() string { return p.name }
+func (p *monitorPolicy) Kernel() bool { return true }
+func (p *monitorPolicy) Interval() float64 {
+	if p.cfg.Guard.Enabled() {
+		return p.cfg.Guard.Check.Seconds()
+	}
+	return p.cfg.Interval.Seconds()
+}
 func (p *monitorPolicy) Start(r *run) error {
 	// The operator's table: every server at its configured weight.
 	for k, s := range r.sc.Servers {
@@ -94,8 +102,15 @@ func (p *monitorPolicy) Start(r *run) error {
 }
 
 func (p *monitorPolicy) Tick(r *run) {
-	p.pr.measure()
-	if _, err := p.m.Cycle(context.Background()); err != nil {
+	var err error
+	if r.now+1e-9 < p.nextCycle {
+		_, err = p.m.Guard(context.Background())
+	} else {
+		p.nextCycle = r.now + p.cfg.Interval.Seconds()
+		p.pr.measure()
+		_, err = p.m.Cycle(context.Background())
+	}
+	if err != nil {
 		r.tickErrs++
 		if r.firstErr == nil {
 			r.firstErr = err

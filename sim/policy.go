@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // policy decides the weights (kernel policies, scheduled by the kernel
@@ -51,6 +52,9 @@ type PolicySpec struct {
 	Monitor string
 	// Proto names a prototype controller (prototype.go) instead.
 	Proto string
+	// IdealLag, for an "ideal-lag:DURATION" policy, delays the
+	// ideal-weights counterfactual's writes by DURATION.
+	IdealLag time.Duration
 }
 
 // LVSConfigTOML is the LVS dynamic-feedback formula exactly as documented:
@@ -76,6 +80,8 @@ target = 0.95
 scale = 10
 min = 1
 threshold = 1
+[backlog_guard]
+check = "0s"
 `
 
 // BuiltinPolicy returns the spec of a built-in policy name.
@@ -89,6 +95,16 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		// The project's default controller: monitor.DefaultConfig, i.e.
 		// a configuration that sets nothing but the service.
 		return PolicySpec{Name: name, Monitor: "# monitor defaults\n"}, nil
+	}
+	// ideal-lag:DURATION — the ideal weights, written DURATION after each
+	// capacity event: the limit of a controller that learns of an event
+	// that much later.
+	if rest, ok := strings.CutPrefix(name, "ideal-lag:"); ok {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d <= 0 {
+			return PolicySpec{}, fmt.Errorf("policy %q: lag must be a positive duration such as 5s", name)
+		}
+		return PolicySpec{Name: name, IdealLag: d}, nil
 	}
 	if p, ok := prototypes[name]; ok {
 		return PolicySpec{Name: name, Proto: p}, nil
@@ -127,6 +143,8 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 		return newMonitorPolicy(p.Name, p.Monitor, sc)
 	case p.Proto != "":
 		return newPrototype(p.Name, p.Proto, sc)
+	case p.IdealLag > 0:
+		return &idealPolicy{name: p.Name, lag: p.IdealLag.Seconds()}, nil
 	}
 	switch p.Name {
 	case PolEqual:
@@ -140,7 +158,7 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 	case PolNominal:
 		return &staticPolicy{name: p.Name, interval: iv, weights: nominalWeights}, nil
 	case PolIdeal:
-		return &idealPolicy{}, nil
+		return &idealPolicy{name: PolIdeal}, nil
 	case PolOracle:
 		return &oraclePolicy{}, nil
 	case PolPooled:
@@ -196,21 +214,56 @@ func (p *staticPolicy) Route(*run, int) int         { return -1 }
 
 // idealPolicy is the ideal-weights counterfactual: weights proportional to
 // every server's true current capacity, rewritten the instant anything
-// changes (0 for a failed or drained server).
-type idealPolicy struct{}
+// changes (0 for a failed or drained server). With a lag it writes them
+// that long after each event instead: the best a controller can do that
+// learns of every change exactly, but lag seconds late.
+type idealPolicy struct {
+	name    string
+	lag     float64
+	pending []pendingWeights // lagged writes, in time order
+}
 
-func (*idealPolicy) Name() string      { return PolIdeal }
-func (*idealPolicy) Kernel() bool      { return true }
-func (*idealPolicy) Interval() float64 { return 0 }
+type pendingWeights struct {
+	at      float64
+	weights []int
+}
+
+// idealLagStep is the tick of a lagged ideal policy, the resolution of its
+// delay.
+const idealLagStep = 0.05
+
+func (p *idealPolicy) Name() string { return p.name }
+func (*idealPolicy) Kernel() bool   { return true }
+func (p *idealPolicy) Interval() float64 {
+	if p.lag > 0 {
+		return idealLagStep
+	}
+	return 0
+}
 func (*idealPolicy) Start(r *run) error {
 	for k, w := range r.idealWeights() {
 		r.dests[k].Weight = w
 	}
 	return nil
 }
-func (*idealPolicy) Tick(*run) {}
-func (*idealPolicy) AfterEvent(r *run, _ *EventSpec) {
-	for k, w := range r.idealWeights() {
+func (p *idealPolicy) Tick(r *run) {
+	for len(p.pending) > 0 && p.pending[0].at <= r.now {
+		p.write(r, p.pending[0].weights)
+		p.pending = p.pending[1:]
+	}
+}
+func (p *idealPolicy) AfterEvent(r *run, _ *EventSpec) {
+	if p.lag > 0 {
+		p.pending = append(p.pending, pendingWeights{at: r.now + p.lag, weights: r.idealWeights()})
+		return
+	}
+	p.write(r, r.idealWeights())
+}
+func (*idealPolicy) write(r *run, weights []int) {
+	for k, w := range weights {
+		if r.drained[k] {
+			w = 0 // an operator's drain since the event stands
+		}
 		r.setWeight(k, w, true)
 	}
 }
