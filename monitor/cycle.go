@@ -127,9 +127,9 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	var wroteState bool
 	var writeErr error
 	if !m.follower { // a follower's weights come from the writer (replicate.go)
-		m.checkBacklog(rows, false) // releases; cuts happen at guard checks
 		m.decide(rows)
-		m.holdGuard(rows)
+		m.checkBacklog(rows, true) // holds and releases; cuts happen between cycles
+
 		writes, wroteState, writeErr = m.write(rows)
 	}
 	var errs []error

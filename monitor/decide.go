@@ -231,9 +231,7 @@ func (m *Monitor) decide(rows []*destRow) {
 			Ramp:              r.ramp,
 			Capacity:          r.capacity,
 			CapacityFactor:    r.capFactor,
-			Released:          r.mem.guard.released,
 		}, &ctrl, m.cfg.Weight)
-		r.mem.guard.released = false
 		r.mem.ctrl = ctrl
 		r.ctrlAfter = ctrl
 	}

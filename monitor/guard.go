@@ -89,9 +89,9 @@ type guardState struct {
 	held       bool // the guard cut the weight and holds it
 	from       int  // the weight before the cut
 	weight     int  // the held weight (a cycle may lower it)
-	// released: the hold ended since the last cycle, which then writes
-	// the controller's weight
-	released bool
+	// restore is the weight the server goes back to when the hold ends:
+	// the weight before the cut, or the controller's latest since.
+	restore int
 }
 
 // medianPerWeight is the median of active connections per unit of weight
@@ -114,7 +114,7 @@ func medianPerWeight(rows []*destRow) float64 {
 
 // Guard runs one backlog check: read table → reconcile ownership → per
 // service, find backlogged servers → cut and hold, or release → write. It
-// does nothing on a follower or with the guard off, and cuts nothing in a
+// does nothing on a follower or with the guard off, and nothing in a
 // frozen service. It returns the number of weights written.
 func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	m.opMu.Lock()
@@ -124,11 +124,11 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	}
 	rows := m.readTable()
 	stateChanged := m.reconcile(rows)
-	m.checkBacklog(rows, true)
+	m.checkBacklog(rows, false)
 	writes, wroteState, err := m.write(rows)
 	for _, r := range rows {
 		if r.wrote {
-			m.deps.Metrics.guardCut(r.key)
+			m.deps.Metrics.guardWrote(r.key, r.mem.guard.held)
 		}
 	}
 	if stateChanged || wroteState {
@@ -142,51 +142,46 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	return writes, ctx.Err()
 }
 
-// checkBacklog updates every row's guard state from the table and, when
-// cut is true (a guard check; a cycle only releases), sets a write action
-// for each server to cut. A held server whose backlog is gone, or whose
-// weight someone else changed, is released; one that left the managed state
-// (drained, down) forgets the hold.
-func (m *Monitor) checkBacklog(rows []*destRow, cut bool) {
+// checkBacklog updates every row's guard state from the table, and sets
+// the rows' actions:
+//
+//   - at a cycle, a held server whose backlog is gone (or the guard turned
+//     off) is released: it goes back to its restore weight, unless the
+//     cycle writes the controller's weight anyway; a server whose weight
+//     someone else changed is released at once (that change stands);
+//   - a held server stays held: in a cycle (inCycle), a write above the held
+//     weight is not made but remembered as the weight to restore; a lower
+//     one is made and held;
+//   - between cycles, a backlogged server is cut and held.
+//
+// A server that leaves the managed state (drained, down) forgets its hold;
+// a frozen service is left as it is.
+func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 	g := m.cfg.Guard
-	if !g.Enabled() { // turned off by a reload: no hold outlives it
-		for _, r := range rows {
-			if r.mem.guard.held {
-				r.mem.guard = guardState{released: true}
-				m.deps.Metrics.guardHeld(r.key, false)
-			}
-		}
-		return
-	}
 	for _, svcRows := range byService(rows) {
+		if m.frozen[svcRows[0].key.Service] {
+			continue
+		}
 		med := medianPerWeight(svcRows)
-		frozen := m.frozen[svcRows[0].key.Service]
 		for _, r := range svcRows {
 			gs := &r.mem.guard
 			active := r.kernel.ActiveConns
-			if r.rec.State != Managed || r.kernel.Weight <= 0 {
+			leaving := r.action.Write && r.action.Record.State != Managed
+			if r.rec.State != Managed || r.kernel.Weight <= 0 || leaving {
 				if gs.held {
-					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", r.rec.State)
+					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", r.action.Record.State)
 					m.deps.Metrics.guardHeld(r.key, false)
 				}
 				*gs = guardState{prevActive: active}
 				continue
 			}
 			if gs.held {
-				ratio, _ := BacklogRatio(active, gs.from, med)
-				if ratio <= g.Release || r.kernel.Weight != gs.weight {
-					m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
-						"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio))
-					m.deps.Metrics.guardHeld(r.key, false)
-					*gs = guardState{prevActive: active, released: true}
-				} else {
-					gs.prevActive = active
-				}
+				m.holdOrRelease(r, med, inCycle)
 				continue
 			}
 			ratio, excess := BacklogRatio(active, r.kernel.Weight, med)
-			over := ratio >= g.Trigger && excess >= float64(g.MinExcess)
-			fire := cut && !frozen && gs.over && Backlogged(ratio, excess, active, gs.prevActive, g)
+			over := g.Enabled() && ratio >= g.Trigger && excess >= float64(g.MinExcess)
+			fire := !inCycle && gs.over && over && Backlogged(ratio, excess, active, gs.prevActive, g)
 			gs.over, gs.prevActive = over, active
 			if !fire {
 				continue
@@ -195,10 +190,45 @@ func (m *Monitor) checkBacklog(rows []*destRow, cut bool) {
 			if to >= r.kernel.Weight {
 				continue
 			}
-			*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to}
+			*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
 			r.action = writeAction(r.rec, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", active, ratio, med), 1)
 		}
 	}
+}
+
+// holdOrRelease is checkBacklog for a held server.
+func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
+	gs := &r.mem.guard
+	active := r.kernel.ActiveConns
+	if inCycle && r.action.Write {
+		gs.restore = r.action.To // the controller's latest weight
+	}
+	ratio, _ := BacklogRatio(active, gs.from, med)
+	changed := r.kernel.Weight != gs.weight // by someone else
+	// The hold ends at a cycle, whose measurements then set the weight:
+	// released between cycles, a server that lost capacity would get its
+	// old weight back before the controller could lower it.
+	if !m.cfg.Guard.Enabled() || inCycle && ratio <= m.cfg.Guard.Release || changed {
+		m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
+			"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio), "restore", gs.restore)
+		m.deps.Metrics.guardHeld(r.key, false)
+		if !changed && !r.action.Write && gs.restore != r.kernel.Weight {
+			r.action = writeAction(r.rec, gs.restore, fmt.Sprintf("backlog gone (%d active connections, %.1f× its share): back to weight %d", active, ratio, gs.restore), 1)
+		}
+		*gs = guardState{prevActive: active}
+		return
+	}
+	gs.prevActive = active
+	if !inCycle || !r.action.Write {
+		return
+	}
+	if r.action.To > gs.weight {
+		m.log.Debug("backlog guard: holds the weight", "service", r.key.Service, "server", r.key.Dest,
+			"held", gs.weight, "controller", r.action.To)
+		r.action = Action{Record: r.rec}
+		return
+	}
+	gs.weight = r.action.To
 }
 
 // byService groups rows by service, in the order the services first
@@ -217,27 +247,4 @@ func byService(rows []*destRow) [][]*destRow {
 		out[i] = append(out[i], r)
 	}
 	return out
-}
-
-// holdGuard keeps a cycle from raising a weight the guard holds; a lower
-// weight is written and becomes the held one.
-func (m *Monitor) holdGuard(rows []*destRow) {
-	for _, r := range rows {
-		gs := &r.mem.guard
-		if !gs.held || !r.action.Write {
-			continue
-		}
-		if r.action.Record.State != Managed {
-			*gs = guardState{prevActive: r.kernel.ActiveConns}
-			m.deps.Metrics.guardHeld(r.key, false)
-			continue
-		}
-		if r.action.To > gs.weight {
-			m.log.Debug("backlog guard: holds the weight", "service", r.key.Service, "server", r.key.Dest,
-				"held", gs.weight, "controller", r.action.To)
-			r.action = Action{Record: r.rec}
-			continue
-		}
-		gs.weight = r.action.To
-	}
 }

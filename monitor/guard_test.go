@@ -80,33 +80,6 @@ func TestGuardCut(t *testing.T) {
 	}
 }
 
-// TestDecideCapacityReleased: after the backlog guard lets go of a server,
-// the capacity controller writes its own weight back even in a cycle
-// without a capacity decision.
-func TestDecideCapacityReleased(t *testing.T) {
-	p := DefaultConfig().Weight
-	rec := DestRecord{State: Managed, Written: 2}
-	in := DecideInput{Record: rec, KernelWeight: 2, ConfiguredDefault: 10, Ramp: 1,
-		Obs: Observation{ProbeOK: true, LoadOK: true}, CapacityFactor: math.NaN()}
-	ctrl := 10.0
-	if a := Decide(in, &ctrl, p); a.Write {
-		t.Fatalf("not released, no decision: wrote %d, want nothing", a.To)
-	}
-	in.Released = true
-	a := Decide(in, &ctrl, p)
-	if !a.Write || a.To != 10 || a.Record.Written != 10 {
-		t.Fatalf("released: action %+v, want a write of the controller's 10", a)
-	}
-	// The formula keeps its own weight and writes it when it passes the
-	// threshold: Released changes nothing there.
-	p.Controller = "lvs"
-	in.Obs.Load = 0.95 // the target: no step
-	ctrl = 10
-	if a := Decide(in, &ctrl, p); !a.Write || a.To != 10 {
-		t.Fatalf("lvs controller: action %+v, want a write of 10", a)
-	}
-}
-
 func setActive(t *testing.T, r *rig, a, b, c int) {
 	t.Helper()
 	for i, rs := range []netip.AddrPort{rsA, rsB, rsC} {
@@ -125,8 +98,8 @@ func guard(t *testing.T, m *Monitor) int {
 
 // TestBacklogGuard follows one server through a backlog: detected at the
 // second check beyond the trigger, cut in proportion, held against the
-// controller, released when its connections are back to its share, and
-// given the controller's weight by the next cycle.
+// controller, and released by the first cycle at which its connections are
+// back to its share.
 func TestBacklogGuard(t *testing.T) {
 	r, m := newCapacityRig(t, "")
 	metrics := NewMetrics(prometheus.NewRegistry())
@@ -173,20 +146,58 @@ func TestBacklogGuard(t *testing.T) {
 		t.Errorf("explain during the hold: %q", e.Decision)
 	}
 
-	// 7 active: 1.4× its share at weight 10, within the release 1.5×.
+	// 8 active: 1.6× its share at weight 10, beyond the release 1.5×.
+	setActive(t, r, 5, 8, 5)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "B at 1.6× at a cycle: still held", 10, 2, 10)
+	// 7 active: 1.4×, within the release; a check between cycles does not
+	// release, the next cycle does.
 	setActive(t, r, 5, 7, 5)
 	if n := guard(t, m); n != 0 {
-		t.Fatalf("release wrote %d weights, want none (the next cycle writes)", n)
+		t.Fatalf("check between cycles: %d writes, want none", n)
 	}
+	addConns(t, r, 100, 100, 100)
+	if rep := cycle(t, m); rep.Writes != 1 {
+		t.Errorf("the releasing cycle wrote %d weights, want 1", rep.Writes)
+	}
+	wantWeights(t, r, "released", 10, 10, 10)
 	if got := testutil.ToFloat64(metrics.backlogHeld.WithLabelValues(svc, b)); got != 0 {
 		t.Errorf("backlog held B after the release = %v, want 0", got)
 	}
-	addConns(t, r, 100, 100, 100)
-	cycle(t, m)
-	wantWeights(t, r, "the cycle after the release", 10, 10, 10)
 	if got := testutil.ToFloat64(metrics.writes.WithLabelValues(svc, b)); got != 2 {
 		t.Errorf("kernel writes B = %v, want 2 (the cut and the way back)", got)
 	}
+	if got := testutil.ToFloat64(metrics.guardCuts.WithLabelValues(svc, b)); got != 1 {
+		t.Errorf("guard cuts B = %v, want still 1", got)
+	}
+}
+
+// TestBacklogGuardRestoresTheControllersWeight: a weight the controller
+// decides during a hold is not written above the held weight, but it is
+// the weight the server gets back when the hold ends. The LVS formula runs
+// on CPU alone: at load 0.95 (the target) its step is 0; at 1.0 it is
+// 5·∛(−0.05) = −1.842, so B's weight 10 becomes 8.158, written as 8.
+func TestBacklogGuardRestoresTheControllersWeight(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.95)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	for _, n := range []int{22, 24} {
+		setActive(t, r, 5, n, 5)
+		guard(t, m)
+	}
+	wantWeights(t, r, "cut", 10, 2, 10)
+	r.agents.set(agentOf(rsB), 1.0)
+	cycle(t, m)
+	wantWeights(t, r, "the formula lowers B to 8 during the hold", 10, 2, 10)
+	// Released by a cycle in which the agent is gone: the formula decides
+	// nothing, and B gets the formula's last weight back.
+	setActive(t, r, 5, 5, 5)
+	r.agents.remove(agentOf(rsB))
+	cycle(t, m)
+	wantWeights(t, r, "released: the formula's 8, not the 10 before the cut", 10, 8, 10)
 }
 
 // TestBacklogGuardLeavesDrainsAndFollowers: a drain during a hold ends the

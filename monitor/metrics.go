@@ -196,16 +196,18 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 	}
 }
 
-// guardCut counts a backlog guard's write (between cycles, so not in a
-// cycle report) and marks the server held.
-func (x *Metrics) guardCut(k DestKey) {
+// guardWrote counts a backlog guard's write (between cycles, so not in a
+// cycle report): a cut, which holds the server, or a release's way back.
+func (x *Metrics) guardWrote(k DestKey, cut bool) {
 	if x == nil {
 		return
 	}
 	svc, srv := k.Service.String(), k.Dest.String()
 	x.writes.WithLabelValues(svc, srv).Inc()
-	x.guardCuts.WithLabelValues(svc, srv).Inc()
-	x.backlogHeld.WithLabelValues(svc, srv).Set(1)
+	if cut {
+		x.guardCuts.WithLabelValues(svc, srv).Inc()
+		x.backlogHeld.WithLabelValues(svc, srv).Set(1)
+	}
 }
 
 // guardHeld sets whether the backlog guard holds a server's weight.

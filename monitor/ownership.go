@@ -149,10 +149,6 @@ type DecideInput struct {
 	// CapacityFactor is, anchored, the server's capacity per unit of
 	// default weight ÷ the service's median (for the log line).
 	CapacityFactor float64
-	// Released: the backlog guard released the server since the last
-	// cycle; the capacity controller writes its weight back even without a
-	// decision this cycle.
-	Released bool
 }
 
 // Decide applies the availability rules and the weight formula to one
@@ -222,10 +218,9 @@ func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParam
 	switch {
 	case in.Capacity > 0:
 		*ctrl = float64(in.Capacity)
-	case (ramp < 1 || in.Released) && *ctrl > 0:
+	case ramp < 1 && *ctrl > 0:
 		// No decision this cycle, but a slow start goes on towards the
-		// last weight (the restore weight of a server back from down), and
-		// a server the backlog guard released goes back to it.
+		// last weight (the restore weight of a server back from down).
 	default:
 		return Action{Record: rec}
 	}
@@ -235,7 +230,7 @@ func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParam
 		// Anchored: back to the default weight is always written (the
 		// hysteresis of AnchoredWeight keeps it from flapping).
 		def := rec.DefaultWeight(in.ConfiguredDefault)
-		back := (int(*ctrl) == def || in.Released) && to != in.KernelWeight
+		back := int(*ctrl) == def && to != in.KernelWeight
 		if in.KernelWeight >= p.Min && !ramping && !back && !PassesBand(in.KernelWeight, to, p.Band) {
 			return Action{Record: rec}
 		}
@@ -248,8 +243,7 @@ func decideCapacity(rec DestRecord, in DecideInput, ctrl *float64, p WeightParam
 		}
 		return writeAction(rec, to, reason, ramp)
 	}
-	released := in.Released && to != in.KernelWeight
-	if in.KernelWeight >= p.Min && !ramping && !released && !PassesBand(in.KernelWeight, to, p.Band) {
+	if in.KernelWeight >= p.Min && !ramping && !PassesBand(in.KernelWeight, to, p.Band) {
 		return Action{Record: rec}
 	}
 	reason := fmt.Sprintf("capacity share %d of %d", in.Capacity, p.Resolution)

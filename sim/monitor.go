@@ -58,9 +58,10 @@ type monitorPolicy struct {
 	tab  *simTable
 	ag   *simAgents
 	pr   *simProber
-	// nextCycle: the time of the next Cycle; Tick runs at the backlog
-	// guard's check period when the guard is on, a Guard between cycles.
-	nextCycle float64
+	// With the backlog guard on, Tick runs every tick (the greatest
+	// common divisor of the interval and the check period) and calls
+	// Cycle at nextCycle, Guard at nextGuard in between.
+	tick, nextCycle, nextGuard float64
 }
 
 func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
@@ -74,10 +75,23 @@ func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
 func (p *monitorPolicy) Name() string { return p.name }
 func (p *monitorPolicy) Kernel() bool { return true }
 func (p *monitorPolicy) Interval() float64 {
-	if p.cfg.Guard.Enabled() {
-		return p.cfg.Guard.Check.Seconds()
+	if p.tick == 0 {
+		p.tick = p.cfg.Interval.Seconds()
+		if p.cfg.Guard.Enabled() {
+			p.tick = gcd(p.cfg.Interval, p.cfg.Guard.Check).Seconds()
+		}
 	}
-	return p.cfg.Interval.Seconds()
+	return p.tick
+}
+
+// gcd is the greatest common divisor of two durations, in whole
+// milliseconds (at least 1 ms).
+func gcd(a, b time.Duration) time.Duration {
+	x, y := a.Milliseconds(), b.Milliseconds()
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return time.Duration(max(x, 1)) * time.Millisecond
 }
 func (p *monitorPolicy) Start(r *run) error {
 	// The operator's table: every server at its configured weight.
@@ -102,13 +116,17 @@ func (p *monitorPolicy) Start(r *run) error {
 }
 
 func (p *monitorPolicy) Tick(r *run) {
+	const eps = 1e-6
 	var err error
-	if r.now+1e-9 < p.nextCycle {
-		_, err = p.m.Guard(context.Background())
-	} else {
+	switch {
+	case r.now+eps >= p.nextCycle:
 		p.nextCycle = r.now + p.cfg.Interval.Seconds()
+		p.nextGuard = r.now + p.cfg.Guard.Check.Seconds()
 		p.pr.measure()
 		_, err = p.m.Cycle(context.Background())
+	case p.cfg.Guard.Enabled() && r.now+eps >= p.nextGuard:
+		p.nextGuard = r.now + p.cfg.Guard.Check.Seconds()
+		_, err = p.m.Guard(context.Background())
 	}
 	if err != nil {
 		r.tickErrs++
