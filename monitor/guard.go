@@ -169,7 +169,11 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 			leaving := r.action.Write && r.action.Record.State != Managed
 			if r.rec.State != Managed || r.kernel.Weight <= 0 || leaving {
 				if gs.held {
-					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", r.action.Record.State)
+					state := r.rec.State
+					if leaving {
+						state = r.action.Record.State
+					}
+					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", state, "weight", r.kernel.Weight)
 					m.deps.Metrics.guardHeld(r.key, false)
 				}
 				*gs = guardState{prevActive: active}

@@ -15,7 +15,7 @@
 # or missing result marker.
 #
 # Environment (all optional):
-#   VMTEST_TIMEOUT=240       hard limit for the whole VM run, seconds
+#   VMTEST_TIMEOUT=330       hard limit for the whole VM run, seconds
 #   VMTEST_TEST_TIMEOUT=200  limit for one guest test, seconds
 #   VMTEST_MEM=1024 VMTEST_SMP=2
 #   VMTEST_ACCEL=tcg|kvm     default tcg (this machine's nested KVM fails)
@@ -30,7 +30,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cache=${VMTEST_CACHE:-$here/cache}
 out=${VMTEST_OUT:-$here/out}
-vm_timeout=${VMTEST_TIMEOUT:-240}
+vm_timeout=${VMTEST_TIMEOUT:-330}
 test_timeout=${VMTEST_TEST_TIMEOUT:-200}
 mem=${VMTEST_MEM:-1024}
 smp=${VMTEST_SMP:-2}

@@ -1,0 +1,217 @@
+# Guest end-to-end test: lvs-monitor's backlog guard on real IPVS
+# (docs/design.md "The backlog guard").
+#
+# make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
+# rs1..rs3, weight 10 each. Each real server runs busybox httpd with a CGI
+# page that waits $W/delayI seconds before it answers. A client opens about
+# ten connections a second to that page through the VIP, each in the
+# background (open loop), so a slow server's connections pile up in the
+# kernel's ActiveConn while the others' come and go. No agent runs: the
+# weight controller decides nothing, so every weight change is the guard's
+# (or an operator's). Assertions, on the kernel's table (ipvsadm -Ln):
+#   a. while every server is fast, nothing is written;
+#   b. when rs2 turns slow, its weight is cut within a few guard checks,
+#      for its backlog, and rs1 and rs3 stay 10;
+#   c. when rs2 is fast again, the first cycle after its connections drained
+#      gives it its weight back (10, the weight before the cut);
+#   d. an operator's drain during a hold stays (0) while the backlog goes
+#      on, and the guard drops its hold; the undrain is picked up;
+#   e. the monitor's last view of each server's weight in its log (adopted,
+#      set by an operator, or written) is the weight ipvsadm -Ln shows.
+# docs/testing-kernel.md lists, for each, a change that makes it fail.
+set -u
+. "${VMTEST_LIB:-/vmtest}/topology.sh"
+
+W=/tmp/e2eg # logs, config, web roots, delays
+STATE=/run/e2eg-state
+CTL=/run/e2eg-monitor
+SVC=$TOPO_VIP:80
+SLOW=${E2E_SLOW:-6} # seconds a slow server takes per request
+MONPID=
+CLIENT=
+
+rs() { echo "$(topo_rs_ip "$1"):80"; }
+
+cleanup() {
+	[ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
+	touch "$W/stop" 2>/dev/null
+	[ -n "$CLIENT" ] && wait "$CLIENT" 2>/dev/null
+	for i in 1 2 3; do [ -s "$W/httpd$i.pid" ] && kill "$(cat "$W/httpd$i.pid")" 2>/dev/null; done
+	destroy_topology
+}
+
+fail() {
+	echo "FAIL: $*"
+	echo "--- director: ipvsadm -Ln"
+	in_ns director ipvsadm -Ln
+	[ -s "$W/monitor.log" ] && { echo "--- monitor.log (last 40 lines)"; tail -n 40 "$W/monitor.log"; }
+	echo "--- client answers: $(sort "$W/hits" 2>/dev/null | uniq -c | tr '\n' ' ')"
+	cleanup
+	exit 1
+}
+
+. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
+
+# read_table: sets w1 w2 w3 (weights) and a1 a2 a3 (ActiveConn) of rs1..rs3.
+read_table() {
+	eval "$(in_ns director ipvsadm -Ln -t "$SVC" | awk -v r1="$(rs 1)" -v r2="$(rs 2)" -v r3="$(rs 3)" '
+		$1 == "->" && $2 == r1 { w1 = $4; a1 = $5 }
+		$1 == "->" && $2 == r2 { w2 = $4; a2 = $5 }
+		$1 == "->" && $2 == r3 { w3 = $4; a3 = $5 }
+		END { printf "w1=%s w2=%s w3=%s a1=%s a2=%s a3=%s\n", w1, w2, w3, a1, a2, a3 }')"
+}
+show() { read_table; say "weights rs1=$w1 rs2=$w2 rs3=$w3, active $a1 $a2 $a3 ${1:-}"; }
+# changes_since LINE: "SERVER OLD NEW REASON" per "weight changed" after LINE.
+changes_since() {
+	sed -n "$(($1 + 1)),\$p" "$W/monitor.log" |
+		sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason="\([^"]*\)".*/\1 \2 \3 \4/p'
+}
+loglines() { wc -l <"$W/monitor.log"; }
+# cycles: the monitor's cycles so far, counted by its probes of rs1.
+cycles() { grep -c "10\.1\.1\.1\]:" "$W/httpd1.log"; }
+
+# --- setup -----------------------------------------------------------------
+t_start=$(now)
+destroy_topology
+rm -rf "$W" "$STATE" "$CTL"
+mkdir -p "$W" "$STATE"
+mkdir -m 700 "$CTL"
+run make_topology 3
+for i in 1 2 3; do
+	run mkdir -p "$W/www$i/cgi-bin"
+	echo "rs$i" >"$W/www$i/index.html"
+	echo 0 >"$W/delay$i"
+	printf '#!/bin/sh\necho "Content-Type: text/plain"\necho\nsleep "$(cat %s)"\necho rs%s\n' "$W/delay$i" "$i" >"$W/www$i/cgi-bin/page"
+	chmod +x "$W/www$i/cgi-bin/page"
+	: >"$W/httpd$i.log"
+	ip netns exec "rs$i" httpd -f -v -p 80 -h "$W/www$i" 2>>"$W/httpd$i.log" &
+	echo $! >"$W/httpd$i.pid"
+done
+for i in 1 2 3; do
+	wait_until 20 "rs$i's page answers" sh -c "[ \"\$(ip netns exec director timeout 5 wget -q -O - http://$(topo_rs_ip "$i")/cgi-bin/page 2>/dev/null)\" = rs$i ]"
+done
+run in_ns director ipvsadm -A -t "$SVC" -s wrr
+for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w 10; done
+
+# min_excess 8: this client's ten connections a second pile up slower than
+# a production service's; the trigger and release are the defaults.
+cat >"$W/monitor.toml" <<EOF
+interval = "2s"
+agent_timeout = "500ms"
+probe_timeout = "1s"
+state_dir = "$STATE"
+metrics_listen = ""
+control_socket = "$CTL/control.sock"
+agent_port = 9
+
+[availability]
+slow_start = "0s"
+
+[backlog_guard]
+check = "500ms"
+trigger = 2.0
+release = 1.5
+min_excess = 8
+
+[[service]]
+address = "$SVC/tcp"
+[service.probe]
+type = "http"
+path = "/"
+expect_status = 200
+EOF
+for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+run lvs-monitor -check -config "$W/monitor.toml"
+
+: >"$W/hits"
+in_ns client sh -c '
+	while [ ! -e "$0/stop" ]; do
+		(b=$(timeout 30 wget -q -O - "http://$1/cgi-bin/page" 2>/dev/null) || b=fail; echo "$b" >>"$0/hits") &
+		sleep 0.1
+	done
+	wait' "$W" "$TOPO_VIP" &
+CLIENT=$!
+wait_until 20 "the client gets answers through the VIP" sh -c "[ \$(grep -c '^rs' $W/hits) -ge 10 ]"
+
+ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/monitor.log" &
+MONPID=$!
+wait_until 20 "lvs-monitor started" grep -q 'msg="lvs-monitor started"' "$W/monitor.log"
+wait_until 20 "the monitor adopted the three servers" sh -c "[ \$(grep -c 'reason=\"adopted at its kernel weight\"' $W/monitor.log) -ge 3 ]"
+say "setup done in $(($(now) - t_start)) s"
+
+# --- a. all fast: nothing written ----------------------------------------------
+l0=$(loglines)
+c0=$(cycles)
+wait_until 30 "4 monitor cycles" sh -c "[ \$(grep -c '10\.1\.1\.1\]:' $W/httpd1.log) -ge $((c0 + 4)) ]"
+show "(all fast)"
+[ -z "$(changes_since "$l0")" ] || fail "a: weights written while every server was fast: $(changes_since "$l0")"
+say "a: PASS"
+
+# --- b. rs2 slow: cut for its backlog ------------------------------------------
+l1=$(loglines)
+echo "$SLOW" >"$W/delay2"
+say "rs2 now takes $SLOW s per request"
+rs2_cut() { read_table; [ -n "$w2" ] && [ "$w2" -gt 0 ] && [ "$w2" -lt 10 ]; }
+wait_until 20 "rs2's weight cut" rs2_cut
+show "(rs2 slow)"
+changes_since "$l1" | grep -q "^$(rs 2) 10 [0-9]* backlog: " || fail "b: rs2's cut was not for its backlog: $(changes_since "$l1")"
+changes_since "$l1" | grep -v "^$(rs 2) " | grep -q . && fail "b: another server's weight changed: $(changes_since "$l1")"
+[ "$w1" = 10 ] && [ "$w3" = 10 ] || fail "b: rs1 and rs3 should stay 10, have $w1 and $w3"
+say "b: PASS ($(changes_since "$l1" | head -n 1))"
+
+# --- c. rs2 fast again: its weight back at a cycle ----------------------------------
+l2=$(loglines)
+echo 0 >"$W/delay2"
+say "rs2 fast again"
+rs2_back() { read_table; [ "$w2" = 10 ]; }
+wait_until $((SLOW + 20)) "rs2 back at 10" rs2_back
+show "(rs2 released)"
+changes_since "$l2" | grep -q "^$(rs 2) [0-9]* 10 backlog gone " || fail "c: rs2's way back was not the guard's release: $(changes_since "$l2")"
+grep -q "msg=\"backlog guard: released\" .* server=$(rs 2) " "$W/monitor.log" || fail "c: no release logged"
+say "c: PASS"
+
+# --- d. an operator drain during a hold stays --------------------------------
+echo "$SLOW" >"$W/delay2"
+wait_until 20 "rs2's weight cut again" rs2_cut
+show "(rs2 slow again, held)"
+run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 0
+say "operator: ipvsadm -e -t $SVC -r $(rs 2) -m -w 0"
+c3=$(cycles)
+while [ $(($(cycles) - c3)) -lt 4 ]; do
+	read_table
+	[ "$w2" = 0 ] || fail "d: drained rs2 has weight $w2 during its backlog"
+	sleep 0.3
+done
+grep -q "msg=\"backlog guard: hold dropped\" .* server=$(rs 2) " "$W/monitor.log" || fail "d: the guard did not drop its hold on the drained rs2"
+echo 0 >"$W/delay2"
+run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 10
+say "operator: undrained rs2 at 10, rs2 fast"
+wait_until 20 "the monitor logs the undrain of rs2" grep -q "msg=ownership .* server=$(rs 2) .*undrained by operator" "$W/monitor.log"
+sleep 3
+show "(rs2 undrained)"
+[ "$w2" = 10 ] || fail "d: undrained rs2 has weight $w2, want 10"
+say "d: PASS"
+
+# --- e. ipvsadm agrees with the monitor's log -------------------------------------
+# The monitor's view of each server's weight, in its log order: the weight
+# it adopted or found an operator set (msg=ownership weight=N), or wrote
+# ("weight changed" new=N). The last one must be the kernel's.
+kill "$MONPID"
+wait "$MONPID"
+MONPID=
+read_table
+sed -n 's/.* msg=ownership .* server=\([^ ]*\) weight=\([0-9]*\) .*/\1 \2/p; s/.* msg="weight changed" .* server=\([^ ]*\) old=[0-9]* new=\([0-9]*\) .*/\1 \2/p' "$W/monitor.log" >"$W/views"
+for i in 1 2 3; do
+	eval "k=\$w$i"
+	last=$(awk -v a="$(rs "$i")" '$1 == a { n = $2 } END { print n }' "$W/views")
+	[ "$last" = "$k" ] || fail "e: rs$i: the monitor's last view is weight '$last', ipvsadm -Ln shows $k"
+	say "rs$i: the monitor's last view $last = ipvsadm $k"
+done
+say "e: PASS"
+
+echo "--- what the monitor wrote (time server old->new reason)"
+sed -n 's/^time=[^T]*T\([^ ]*\)Z .* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason=\("[^"]*"\).*/\1 \2 \3->\4 \5/p' "$W/monitor.log"
+grep 'msg="backlog guard' "$W/monitor.log" | sed 's/^time=[^T]*T\([^ ]*\)Z /  \1 /'
+echo "--- client answers: $(sort "$W/hits" | uniq -c | tr '\n' ' ')"
+cleanup
+echo "PASS: e2e-guard (a-e) in $(($(now) - t_start)) s"
