@@ -53,13 +53,7 @@ fail() {
 . "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
 
 # read_table: sets w1 w2 w3 (weights) and a1 a2 a3 (ActiveConn) of rs1..rs3.
-read_table() {
-	eval "$(in_ns director ipvsadm -Ln -t "$SVC" | awk -v r1="$(rs 1)" -v r2="$(rs 2)" -v r3="$(rs 3)" '
-		$1 == "->" && $2 == r1 { w1 = $4; a1 = $5 }
-		$1 == "->" && $2 == r2 { w2 = $4; a2 = $5 }
-		$1 == "->" && $2 == r3 { w3 = $4; a3 = $5 }
-		END { printf "w1=%s w2=%s w3=%s a1=%s a2=%s a3=%s\n", w1, w2, w3, a1, a2, a3 }')"
-}
+read_table() { read_dests "$SVC" "$(rs 1)" "$(rs 2)" "$(rs 3)"; }
 show() { read_table; say "weights rs1=$w1 rs2=$w2 rs3=$w3, active $a1 $a2 $a3 ${1:-}"; }
 # changes_since LINE: "SERVER OLD NEW REASON" per "weight changed" after LINE.
 changes_since() {

@@ -69,13 +69,7 @@ fail() {
 
 
 # read_weights: sets w1 w2 w3 to the kernel weights of rs1..rs3 ("" if absent).
-read_weights() {
-	eval "$(in_ns director ipvsadm -Ln -t "$SVC" | awk -v a1="$(rs 1)" -v a2="$(rs 2)" -v a3="$(rs 3)" '
-		$1 == "->" && $2 == a1 { w1 = $4 }
-		$1 == "->" && $2 == a2 { w2 = $4 }
-		$1 == "->" && $2 == a3 { w3 = $4 }
-		END { printf "w1=%s w2=%s w3=%s\n", w1, w2, w3 }')"
-}
+read_weights() { read_dests "$SVC" "$(rs 1)" "$(rs 2)" "$(rs 3)"; }
 show_weights() { read_weights; say "kernel weights: rs1=$w1 rs2=$w2 rs3=$w3 ${1:-}"; }
 
 # in_cg I CMD... &: run CMD in rsI's network namespace and cgroup. Only in

@@ -21,3 +21,14 @@ wait_until() {
 		sleep "${WAIT_POLL:-0.5}"
 	done
 }
+
+# read_dests SVC RIP1 RIP2 RIP3: sets w1 w2 w3 (weights) and a1 a2 a3
+# (ActiveConn) of three real servers of SVC in the director namespace's
+# table, as ipvsadm -Ln shows them ("" for one not in the table).
+read_dests() {
+	eval "$(ip netns exec director ipvsadm -Ln -t "$1" | awk -v r1="$2" -v r2="$3" -v r3="$4" '
+		$1 == "->" && $2 == r1 { w1 = $4; a1 = $5 }
+		$1 == "->" && $2 == r2 { w2 = $4; a2 = $5 }
+		$1 == "->" && $2 == r3 { w3 = $4; a3 = $5 }
+		END { printf "w1=%s w2=%s w3=%s a1=%s a2=%s a3=%s\n", w1, w2, w3, a1, a2, a3 }')"
+}
