@@ -185,7 +185,7 @@ func DefaultConfig() Config {
 		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
-		Guard:        GuardConfig{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16},
+		Guard:        GuardConfig{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
 	}
 }
 

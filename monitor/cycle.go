@@ -43,8 +43,10 @@ type DestStatus struct {
 	Frozen         bool      // the service is frozen (fail static) this cycle
 	Ramp           float64   // slow-start factor, 1 when not ramping
 	// GuardHeld is the weight the backlog guard holds the server at, and
-	// GuardFrom its weight before the cut (0: no hold; guard.go).
+	// GuardFrom its weight before the move (0: no hold; guard.go);
+	// GuardRaised: the hold is a raise, not a cut.
 	GuardHeld, GuardFrom int
+	GuardRaised          bool
 	Wrote                bool
 	Reason               string // why the weight or ownership changed, if it did
 

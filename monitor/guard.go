@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"lvs-feedback/ipvs"
 )
 
 // The backlog guard: between cycles, the monitor reads only its own IPVS
@@ -19,8 +21,13 @@ import (
 // and holds it (cycles may lower it further, not raise it) until the backlog
 // is gone; from then on the weight controller's weight applies.
 //
+// The other side of the same signal: while the whole service builds a
+// backlog (it is overloaded), a server far *below* its share of active
+// connections keeps up better than its weight says; it is raised (at most
+// doubled) and held up the same way, until its share is back.
+//
 // wlc and sed balance active connections per unit of weight themselves, so
-// the guard does not fire under them unless a server is far worse than its
+// the guard does not fire under them unless a server is far off what its
 // weight says.
 
 // GuardConfig is the [backlog_guard] section.
@@ -30,16 +37,20 @@ type GuardConfig struct {
 	Check time.Duration `toml:"check"`
 	// Trigger: a server is backlogged when its active connections per unit
 	// of weight reach Trigger × the service's median, at two checks in a
-	// row, growing.
+	// row, growing; it is starved when they are at most 1/Trigger of the
+	// median, at two checks in a row, while the median grows.
 	Trigger float64 `toml:"trigger"`
-	// Release: a held server is released when its active connections per
-	// unit of its weight before the cut are back to at most Release × the
-	// median.
+	// Release: a held server is released at a cycle when its active
+	// connections per unit of its weight before the move are back within
+	// Release × the median (at most Release×, after a cut; at least
+	// 1/Release×, after a raise).
 	Release float64 `toml:"release"`
 	// MinExcess: and it holds at least this many active connections more
-	// than the median share of its weight — a few connections are never a
-	// backlog, whatever the ratio.
+	// (backlogged) or fewer (starved) than the median share of its weight —
+	// a few connections are never a backlog, whatever the ratio.
 	MinExcess int `toml:"min_excess"`
+	// Raise: starved servers are raised too (false: the guard only cuts).
+	Raise bool `toml:"raise"`
 }
 
 // Enabled reports whether the guard runs.
@@ -72,6 +83,27 @@ func Backlogged(ratio, excess float64, active, prevActive int, g GuardConfig) bo
 	return ratio >= g.Trigger && excess >= float64(g.MinExcess) && active > prevActive
 }
 
+// Starved reports whether a server with this ratio and excess at this
+// check is far below its share while its service builds a backlog: at most
+// 1/Trigger of the median per unit of weight with at least MinExcess fewer
+// connections than its share, and the service's median growing.
+func Starved(ratio, excess float64, building bool, g GuardConfig) bool {
+	return building && ratio <= 1/g.Trigger && -excess >= float64(g.MinExcess)
+}
+
+// GuardRaise is the weight a starved server is raised to: its weight
+// divided by its ratio, at most doubled, at most ipvs.MaxWeight.
+func GuardRaise(weight int, ratio float64) int {
+	if !(ratio >= 0 && ratio < 1) {
+		return weight
+	}
+	to := min(2*weight, ipvs.MaxWeight)
+	if ratio > 0 {
+		to = min(to, int(math.Ceil(float64(weight)/ratio)))
+	}
+	return max(to, weight)
+}
+
 // GuardCut is the weight a backlogged server is cut to: its weight divided
 // by its backlog ratio, at least min and below weight.
 func GuardCut(weight int, ratio float64, min int) int {
@@ -92,6 +124,8 @@ type guardState struct {
 	// restore is the weight the server goes back to when the hold ends:
 	// the weight before the cut, or the controller's latest since.
 	restore int
+	under   bool // starved at the previous check
+	raised  bool // the hold is a raise, not a cut
 }
 
 // medianPerWeight is the median of active connections per unit of weight
@@ -128,7 +162,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	writes, wroteState, err := m.write(rows)
 	for _, r := range rows {
 		if r.wrote {
-			m.deps.Metrics.guardWrote(r.key, r.mem.guard.held)
+			m.deps.Metrics.guardWrote(r.key, r.mem.guard)
 		}
 	}
 	if stateChanged || wroteState {
@@ -163,6 +197,10 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 			continue
 		}
 		med := medianPerWeight(svcRows)
+		svc := svcRows[0].key.Service
+		prevMed, seen := m.backlogMedian[svc]
+		m.backlogMedian[svc] = med
+		building := seen && med > prevMed // the service's backlog grows
 		for _, r := range svcRows {
 			gs := &r.mem.guard
 			active := r.kernel.ActiveConns
@@ -185,17 +223,27 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 			}
 			ratio, excess := BacklogRatio(active, r.kernel.Weight, med)
 			over := g.Enabled() && ratio >= g.Trigger && excess >= float64(g.MinExcess)
-			fire := !inCycle && gs.over && over && Backlogged(ratio, excess, active, gs.prevActive, g)
-			gs.over, gs.prevActive = over, active
-			if !fire {
-				continue
+			under := g.Enabled() && g.Raise && Starved(ratio, excess, building, g)
+			cut := !inCycle && gs.over && over && Backlogged(ratio, excess, active, gs.prevActive, g)
+			// A server in slow start is below its share on purpose.
+			raise := !inCycle && gs.under && under && r.mem.rampStart.IsZero()
+			gs.over, gs.under, gs.prevActive = over, under, active
+			switch {
+			case cut:
+				to := GuardCut(r.kernel.Weight, ratio, m.cfg.Weight.Min)
+				if to >= r.kernel.Weight {
+					continue
+				}
+				*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
+				r.action = writeAction(r.rec, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", active, ratio, med), 1)
+			case raise:
+				to := GuardRaise(r.kernel.Weight, ratio)
+				if to <= r.kernel.Weight {
+					continue
+				}
+				*gs = guardState{prevActive: active, held: true, raised: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
+				r.action = writeAction(r.rec, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", active, ratio, med), 1)
 			}
-			to := GuardCut(r.kernel.Weight, ratio, m.cfg.Weight.Min)
-			if to >= r.kernel.Weight {
-				continue
-			}
-			*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
-			r.action = writeAction(r.rec, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", active, ratio, med), 1)
 		}
 	}
 }
@@ -209,15 +257,23 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
 	}
 	ratio, _ := BacklogRatio(active, gs.from, med)
 	changed := r.kernel.Weight != gs.weight // by someone else
+	back := ratio <= m.cfg.Guard.Release
+	if gs.raised {
+		back = ratio >= 1/m.cfg.Guard.Release
+	}
 	// The hold ends at a cycle, whose measurements then set the weight:
 	// released between cycles, a server that lost capacity would get its
 	// old weight back before the controller could lower it.
-	if !m.cfg.Guard.Enabled() || inCycle && ratio <= m.cfg.Guard.Release || changed {
+	if !m.cfg.Guard.Enabled() || inCycle && back || changed {
 		m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
 			"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio), "restore", gs.restore)
 		m.deps.Metrics.guardHeld(r.key, false)
 		if !changed && !r.action.Write && gs.restore != r.kernel.Weight {
-			r.action = writeAction(r.rec, gs.restore, fmt.Sprintf("backlog gone (%d active connections, %.1f× its share): back to weight %d", active, ratio, gs.restore), 1)
+			what := "backlog gone"
+			if gs.raised {
+				what = "share back"
+			}
+			r.action = writeAction(r.rec, gs.restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, active, ratio, gs.restore), 1)
 		}
 		*gs = guardState{prevActive: active}
 		return
@@ -226,7 +282,9 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
 	if !inCycle || !r.action.Write {
 		return
 	}
-	if r.action.To > gs.weight {
+	// A cycle may move a held weight further the way the guard moved it,
+	// not back.
+	if gs.raised && r.action.To < gs.weight || !gs.raised && r.action.To > gs.weight {
 		m.log.Debug("backlog guard: holds the weight", "service", r.key.Service, "server", r.key.Dest,
 			"held", gs.weight, "controller", r.action.To)
 		r.action = Action{Record: r.rec}

@@ -80,6 +80,112 @@ func TestGuardCut(t *testing.T) {
 	}
 }
 
+func TestStarved(t *testing.T) {
+	g := GuardConfig{Trigger: 2, Release: 1.5, MinExcess: 16}
+	for _, c := range []struct {
+		ratio, excess float64
+		building      bool
+		want          bool
+		why           string
+	}{
+		{0.1, -45, true, true, "a tenth of its share, 45 under it, the service's backlog growing"},
+		{0.1, -45, false, false, "the service is not building a backlog: nothing to take over"},
+		{0.5, -20, true, true, "exactly 1/trigger"},
+		{0.6, -30, true, false, "above 1/trigger"},
+		{0.2, -10, true, false, "10 under its share: too few to tell"},
+	} {
+		if got := Starved(c.ratio, c.excess, c.building, g); got != c.want {
+			t.Errorf("%s: Starved(%v, %v, %v) = %v, want %v", c.why, c.ratio, c.excess, c.building, got, c.want)
+		}
+	}
+}
+
+func TestGuardRaise(t *testing.T) {
+	for _, c := range []struct {
+		weight int
+		ratio  float64
+		want   int
+	}{
+		{10, 5.0 / 60, 20},   // 120, at most doubled
+		{10, 0.6, 17},        // 16.67 rounded up
+		{10, 0, 20},          // no connections at all: doubled
+		{40000, 0.1, 65535},  // the kernel's maximum
+		{10, 1, 10},          // at its share: no raise
+		{10, math.NaN(), 10}, // no ratio: no raise
+	} {
+		if got := GuardRaise(c.weight, c.ratio); got != c.want {
+			t.Errorf("GuardRaise(%d, %v) = %d, want %d", c.weight, c.ratio, got, c.want)
+		}
+	}
+}
+
+// TestBacklogGuardRaisesAStarvedServer: while the service's backlog grows,
+// a server far below its share of active connections is raised at the
+// second check, held up against the controller, and released at the cycle
+// at which its share is back; a server in slow start is never raised. The
+// LVS formula runs at its target load (step 0): every change is the
+// guard's.
+func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.95)
+	const c = "198.51.100.13:80"
+	metrics := NewMetrics(prometheus.NewRegistry())
+	m.deps.Metrics = metrics
+	setActive(t, r, 40, 40, 5)
+	cycle(t, m) // median 4 per unit of weight, the first seen
+	steps := []struct {
+		a, c    int
+		writes  int
+		weightC int
+		why     string
+	}{
+		{50, 5, 0, 10, "median 5, growing; C at 0.1× and 45 under: starved, the first check"},
+		{60, 5, 1, 20, "median 6; C at 0.083×: raised to 10/0.083, at most doubled"},
+		{70, 10, 0, 20, "held"},
+	}
+	for _, s := range steps {
+		setActive(t, r, s.a, s.a, s.c)
+		if n := guard(t, m); n != s.writes || r.weight(rsC) != s.weightC {
+			t.Fatalf("%s: %d writes, C at %d; want %d, %d", s.why, n, r.weight(rsC), s.writes, s.weightC)
+		}
+	}
+	if got := testutil.ToFloat64(metrics.guardRaises.WithLabelValues(svcKey.String(), c)); got != 1 {
+		t.Errorf("guard raises C = %v, want 1", got)
+	}
+	// The formula wants C at 10: not written below the held 20.
+	cycle(t, m)
+	wantWeights(t, r, "cycle during the raise", 10, 10, 20)
+	e, err := m.Explain(svcKey, rsC)
+	must(t, err)
+	if !strings.Contains(e.Decision, "weight held at 20 (raised from 10") {
+		t.Errorf("explain during the raise: %q", e.Decision)
+	}
+	// Median 7 per unit of weight: C at 40 is 0.57× its share at weight 10
+	// (below 1/1.5), at 50 0.71×: released, back to the formula's 10.
+	setActive(t, r, 70, 70, 40)
+	cycle(t, m)
+	wantWeights(t, r, "C at 0.57×", 10, 10, 20)
+	setActive(t, r, 70, 70, 50)
+	cycle(t, m)
+	wantWeights(t, r, "C at 0.71×: released", 10, 10, 10)
+
+	// In slow start C is below its share on purpose: never raised.
+	r.operatorSets(rsC, 0)
+	cycle(t, m)
+	r.operatorSets(rsC, 10)
+	setActive(t, r, 70, 70, 0)
+	cycle(t, m) // undrained: the ramp starts, C at 1
+	ramp := r.weight(rsC)
+	for _, n := range []int{200, 220, 240} { // C's share at weight 1: 20, 22, 24
+		setActive(t, r, n, n, 0)
+		guard(t, m)
+	}
+	if got := r.weight(rsC); got != ramp {
+		t.Errorf("C in slow start at %d, then %d: the guard raised it", ramp, got)
+	}
+}
+
 func setActive(t *testing.T, r *rig, a, b, c int) {
 	t.Helper()
 	for i, rs := range []netip.AddrPort{rsA, rsB, rsC} {

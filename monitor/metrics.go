@@ -27,6 +27,7 @@ type Metrics struct {
 	writes          *prometheus.CounterVec
 	writeErrors     *prometheus.CounterVec
 	guardCuts       *prometheus.CounterVec
+	guardRaises     *prometheus.CounterVec
 	backlogHeld     *prometheus.GaugeVec
 	frozen          *prometheus.GaugeVec
 	cycleSeconds    prometheus.Histogram
@@ -76,7 +77,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		probeErrors:     c("probe_failures_total", "Response probes that failed.", dest...),
 		writes:          c("kernel_writes_total", "Weights written to the IPVS table.", dest...),
 		guardCuts:       c("backlog_guard_cuts_total", "Weights cut by the backlog guard between cycles (also counted in kernel_writes_total).", dest...),
-		backlogHeld:     g("server_backlog_held", "1 while the backlog guard holds the real server's weight down.", dest...),
+		guardRaises:     c("backlog_guard_raises_total", "Weights raised by the backlog guard between cycles: servers far below their share of active connections while their service's backlog grew (also counted in kernel_writes_total).", dest...),
+		backlogHeld:     g("server_backlog_held", "1 while the backlog guard holds the real server's weight (cut or raised).", dest...),
 		writeErrors:     c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
 		syncUnreachable: g("sync_peer_unreachable", "1 when no sync message reached the peer director for three intervals.", "peer"),
 		syncFrames:      c("sync_frames_received_total", "Sync frames received from other directors, by result: accepted or the rejection reason.", "result"),
@@ -156,6 +158,7 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 			x.writes.WithLabelValues(svc, srv)
 		}
 		x.guardCuts.WithLabelValues(svc, srv)
+		x.guardRaises.WithLabelValues(svc, srv)
 	}
 	for svc, f := range frozen {
 		x.frozen.WithLabelValues(svc).Set(b2f(f))
@@ -174,7 +177,7 @@ func (x *Metrics) forget(svc, srv string) {
 		v.DeleteLabelValues(svc, srv)
 	}
 	x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
-	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes, x.guardCuts} {
+	for _, v := range []*prometheus.CounterVec{x.agentErrors, x.probeErrors, x.writes, x.guardCuts, x.guardRaises} {
 		v.DeleteLabelValues(svc, srv)
 	}
 }
@@ -197,17 +200,21 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 }
 
 // guardWrote counts a backlog guard's write (between cycles, so not in a
-// cycle report): a cut, which holds the server, or a release's way back.
-func (x *Metrics) guardWrote(k DestKey, cut bool) {
+// cycle report): a cut or a raise, which holds the server (gs after the
+// write), or a release's way back.
+func (x *Metrics) guardWrote(k DestKey, gs guardState) {
 	if x == nil {
 		return
 	}
 	svc, srv := k.Service.String(), k.Dest.String()
 	x.writes.WithLabelValues(svc, srv).Inc()
-	if cut {
+	switch {
+	case gs.held && gs.raised:
+		x.guardRaises.WithLabelValues(svc, srv).Inc()
+	case gs.held:
 		x.guardCuts.WithLabelValues(svc, srv).Inc()
-		x.backlogHeld.WithLabelValues(svc, srv).Set(1)
 	}
+	x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(gs.held))
 }
 
 // guardHeld sets whether the backlog guard holds a server's weight.

@@ -45,11 +45,14 @@ type Monitor struct {
 	deps   Deps
 	log    *slog.Logger
 
-	state   State                   // ownership, persisted
-	mem     map[DestKey]*destMemory // what the monitor remembers between cycles, not persisted
-	noted   map[string]bool         // one-time notices already logged
-	frozen  map[ipvs.ServiceKey]bool
-	started time.Time
+	state  State                   // ownership, persisted
+	mem    map[DestKey]*destMemory // what the monitor remembers between cycles, not persisted
+	noted  map[string]bool         // one-time notices already logged
+	frozen map[ipvs.ServiceKey]bool
+	// backlogMedian: per service, the median active connections per unit
+	// of weight at the last backlog check (guard.go)
+	backlogMedian map[ipvs.ServiceKey]float64
+	started       time.Time
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
@@ -85,14 +88,16 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		deps.Now = time.Now
 	}
 	m := &Monitor{
-		cfg:     cfg,
-		dryRun:  dryRun,
-		deps:    deps,
-		log:     log,
-		mem:     map[DestKey]*destMemory{},
-		noted:   map[string]bool{},
-		frozen:  map[ipvs.ServiceKey]bool{},
-		started: deps.Now(),
+		cfg:    cfg,
+		dryRun: dryRun,
+		deps:   deps,
+		log:    log,
+		mem:    map[DestKey]*destMemory{},
+		noted:  map[string]bool{},
+		frozen: map[ipvs.ServiceKey]bool{},
+
+		backlogMedian: map[ipvs.ServiceKey]float64{},
+		started:       deps.Now(),
 
 		reloaded: make(chan struct{}, 1),
 	}

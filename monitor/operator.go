@@ -200,6 +200,10 @@ func explainDecision(d DestStatus, p WeightParams, g GuardConfig) string {
 		return "no load computed: weight kept"
 	}
 	next := RoundWeight(d.ControllerAfter * d.Ramp)
+	if d.GuardHeld > 0 && d.GuardRaised {
+		return fmt.Sprintf("backlog guard: weight held at %d (raised from %d: far below its share of active connections while the service's backlog grew) until its active connections per unit of its weight %d are back to at least 1/%.1f of the service's median; the controller's weight is not written below it",
+			d.GuardHeld, d.GuardFrom, d.GuardFrom, g.Release)
+	}
 	if d.GuardHeld > 0 {
 		return fmt.Sprintf("backlog guard: weight held at %d (cut from %d) until the server's active connections per unit of its weight %d are back within %.1f× the service's median; the controller's weight is not written above it",
 			d.GuardHeld, d.GuardFrom, d.GuardFrom, g.Release)

@@ -110,6 +110,7 @@ func statuses(rows []*destRow) []DestStatus {
 			Ramp:             r.ramp,
 			GuardHeld:        r.mem.guard.weight,
 			GuardFrom:        r.mem.guard.from,
+			GuardRaised:      r.mem.guard.raised,
 			Wrote:            r.wrote,
 			Reason:           reason,
 		})
