@@ -255,11 +255,13 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
 	if inCycle && r.action.Write {
 		gs.restore = r.action.To // the controller's latest weight
 	}
-	ratio, _ := BacklogRatio(active, gs.from, med)
+	ratio, excess := BacklogRatio(active, gs.from, med)
 	changed := r.kernel.Weight != gs.weight // by someone else
-	back := ratio <= m.cfg.Guard.Release
+	// Back to its share, or too few connections off it to count (an
+	// overload that ended takes the median, and every shortfall, to 0).
+	back := ratio <= m.cfg.Guard.Release || excess < float64(m.cfg.Guard.MinExcess)
 	if gs.raised {
-		back = ratio >= 1/m.cfg.Guard.Release
+		back = ratio >= 1/m.cfg.Guard.Release || -excess < float64(m.cfg.Guard.MinExcess)
 	}
 	// The hold ends at a cycle, whose measurements then set the weight:
 	// released between cycles, a server that lost capacity would get its

@@ -212,23 +212,23 @@ func TestBacklogGuard(t *testing.T) {
 	m.deps.Metrics = metrics
 	const svc, b = "192.0.2.10:80/tcp", "198.51.100.12:80"
 	setAllCPU(r, 0.5)
-	setActive(t, r, 5, 5, 5)
+	setActive(t, r, 20, 20, 20)
 	cycle(t, m)
 
-	// Median 0.5 per unit of weight; B's share 5.
+	// Median 2 per unit of weight; B's share 20.
 	steps := []struct {
 		activeB int
 		writes  int
 		weightB int
 		why     string
 	}{
-		{20, 0, 10, "4× its share but only 15 over it"},
-		{22, 0, 10, "4.4× and 17 over: beyond, the first check"},
-		{24, 1, 2, "4.8×, 19 over, growing, the second check: cut to 10/4.8"},
-		{30, 0, 2, "held"},
+		{35, 0, 10, "1.75×: below the trigger"},
+		{40, 0, 10, "2× and 20 over: beyond, the first check"},
+		{45, 1, 4, "2.25×, 25 over, growing, the second check: cut to 10/2.25"},
+		{60, 0, 4, "held"},
 	}
 	for _, s := range steps {
-		setActive(t, r, 5, s.activeB, 5)
+		setActive(t, r, 20, s.activeB, 20)
 		if n := guard(t, m); n != s.writes || r.weight(rsB) != s.weightB {
 			t.Fatalf("B at %d active (%s): %d writes, weight %d; want %d, %d", s.activeB, s.why, n, r.weight(rsB), s.writes, s.weightB)
 		}
@@ -242,24 +242,25 @@ func TestBacklogGuard(t *testing.T) {
 	}
 
 	// A cycle whose controller wants B back at its default 10 leaves it
-	// held at 2; explain says why.
+	// held at 4; explain says why.
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
-	wantWeights(t, r, "cycle during the hold", 10, 2, 10)
+	wantWeights(t, r, "cycle during the hold", 10, 4, 10)
 	e, err := m.Explain(svcKey, rsB)
 	must(t, err)
-	if !strings.Contains(e.Decision, "backlog guard: weight held at 2 (cut from 10)") {
+	if !strings.Contains(e.Decision, "backlog guard: weight held at 4 (cut from 10)") {
 		t.Errorf("explain during the hold: %q", e.Decision)
 	}
 
-	// 8 active: 1.6× its share at weight 10, beyond the release 1.5×.
-	setActive(t, r, 5, 8, 5)
+	// 45 active: 2.25× its share at weight 10, beyond the release 1.5×.
+	setActive(t, r, 20, 45, 20)
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
-	wantWeights(t, r, "B at 1.6× at a cycle: still held", 10, 2, 10)
-	// 7 active: 1.4×, within the release; a check between cycles does not
-	// release, the next cycle does.
-	setActive(t, r, 5, 7, 5)
+	wantWeights(t, r, "B at 2.25× at a cycle: still held", 10, 4, 10)
+	// 34 active: 1.7×, beyond the release, but only 14 over its share,
+	// fewer than min_excess: no backlog any more. A check between cycles
+	// does not release, the next cycle does.
+	setActive(t, r, 20, 34, 20)
 	if n := guard(t, m); n != 0 {
 		t.Fatalf("check between cycles: %d writes, want none", n)
 	}
