@@ -257,11 +257,15 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
 	}
 	ratio, excess := BacklogRatio(active, gs.from, med)
 	changed := r.kernel.Weight != gs.weight // by someone else
-	// Back to its share, or too few connections off it to count (an
-	// overload that ended takes the median, and every shortfall, to 0).
-	back := ratio <= m.cfg.Guard.Release || excess < float64(m.cfg.Guard.MinExcess)
+	// Back to its share. Not on the excess: a server that stays slow holds
+	// a few connections more than its share even at its cut weight, and
+	// released on that it piles up again at once (e2e-guard on the real
+	// kernel: cut and restored every 4 s). A raised server is also back
+	// when its shortfall is under half of min_excess: an overload that
+	// ended takes the median, and every shortfall, to 0.
+	back := ratio <= m.cfg.Guard.Release
 	if gs.raised {
-		back = ratio >= 1/m.cfg.Guard.Release || -excess < float64(m.cfg.Guard.MinExcess)
+		back = ratio >= 1/m.cfg.Guard.Release || -excess < float64(m.cfg.Guard.MinExcess)/2
 	}
 	// The hold ends at a cycle, whose measurements then set the weight:
 	// released between cycles, a server that lost capacity would get its

@@ -170,6 +170,19 @@ func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
 	cycle(t, m)
 	wantWeights(t, r, "C at 0.71×: released", 10, 10, 10)
 
+	// Raised again; then the overload ends: every server at 0 active, C's
+	// ratio 0 but its shortfall 0 too, under half of min_excess: released.
+	setActive(t, r, 40, 40, 5)
+	cycle(t, m)
+	for _, n := range []int{50, 60} {
+		setActive(t, r, n, n, 5)
+		guard(t, m)
+	}
+	wantWeights(t, r, "raised again", 10, 10, 20)
+	setActive(t, r, 0, 0, 0)
+	cycle(t, m)
+	wantWeights(t, r, "overload over: released", 10, 10, 10)
+
 	// In slow start C is below its share on purpose: never raised.
 	r.operatorSets(rsC, 0)
 	cycle(t, m)
@@ -257,10 +270,15 @@ func TestBacklogGuard(t *testing.T) {
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
 	wantWeights(t, r, "B at 2.25× at a cycle: still held", 10, 4, 10)
-	// 34 active: 1.7×, beyond the release, but only 14 over its share,
-	// fewer than min_excess: no backlog any more. A check between cycles
-	// does not release, the next cycle does.
+	// 34 active: 1.7×, 14 over its share — fewer than min_excess, but a
+	// server that stays slow looks like that at its cut weight: held.
 	setActive(t, r, 20, 34, 20)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "B at 1.7×, 14 over, at a cycle: still held", 10, 4, 10)
+	// 29 active: 1.45×, within the release. A check between cycles does
+	// not release, the next cycle does.
+	setActive(t, r, 20, 29, 20)
 	if n := guard(t, m); n != 0 {
 		t.Fatalf("check between cycles: %d writes, want none", n)
 	}

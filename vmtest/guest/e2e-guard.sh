@@ -16,7 +16,10 @@
 #      gives it its weight back (10, the weight before the cut);
 #   d. an operator's drain during a hold stays (0) while the backlog goes
 #      on, and the guard drops its hold; the undrain is picked up;
-#   e. the monitor's last view of each server's weight in its log (adopted,
+#   e. when rs1 and rs2 are slow (the service builds a backlog) and rs3
+#      keeps up, rs3 is raised, for being starved, and back to 10 once the
+#      backlog is gone;
+#   f. the monitor's last view of each server's weight in its log (adopted,
 #      set by an operator, or written) is the weight ipvsadm -Ln shows.
 # docs/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
@@ -186,7 +189,27 @@ show "(rs2 undrained)"
 [ "$w2" = 10 ] || fail "d: undrained rs2 has weight $w2, want 10"
 say "d: PASS"
 
-# --- e. ipvsadm agrees with the monitor's log -------------------------------------
+# --- e. rs1 and rs2 slow: the service builds a backlog, rs3 keeps up: raised ---
+l4=$(loglines)
+echo "$SLOW" >"$W/delay1"
+echo "$SLOW" >"$W/delay2"
+say "rs1 and rs2 now take $SLOW s per request"
+rs3_raised() { read_table; [ -n "$w3" ] && [ "$w3" -gt 10 ]; }
+wait_until 20 "rs3's weight raised" rs3_raised
+show "(rs1, rs2 slow)"
+changes_since "$l4" | grep -q "^$(rs 3) 10 [0-9]* starved: " || fail "e: rs3's raise was not for its share: $(changes_since "$l4")"
+say "e: raised ($(changes_since "$l4" | grep "^$(rs 3) " | head -n 1))"
+l5=$(loglines)
+echo 0 >"$W/delay1"
+echo 0 >"$W/delay2"
+say "rs1 and rs2 fast again"
+rs3_back() { read_table; [ "$w3" = 10 ]; }
+wait_until $((SLOW + 20)) "rs3 back at 10" rs3_back
+show "(rs3 released)"
+changes_since "$l5" | grep -q "^$(rs 3) [0-9]* 10 share back " || fail "e: rs3's way back was not the guard's release: $(changes_since "$l5")"
+say "e: PASS"
+
+# --- f. ipvsadm agrees with the monitor's log -------------------------------------
 # The monitor's view of each server's weight, in its log order: the weight
 # it adopted or found an operator set (msg=ownership weight=N), or wrote
 # ("weight changed" new=N). The last one must be the kernel's.
@@ -198,14 +221,14 @@ sed -n 's/.* msg=ownership .* server=\([^ ]*\) weight=\([0-9]*\) .*/\1 \2/p; s/.
 for i in 1 2 3; do
 	eval "k=\$w$i"
 	last=$(awk -v a="$(rs "$i")" '$1 == a { n = $2 } END { print n }' "$W/views")
-	[ "$last" = "$k" ] || fail "e: rs$i: the monitor's last view is weight '$last', ipvsadm -Ln shows $k"
+	[ "$last" = "$k" ] || fail "f: rs$i: the monitor's last view is weight '$last', ipvsadm -Ln shows $k"
 	say "rs$i: the monitor's last view $last = ipvsadm $k"
 done
-say "e: PASS"
+say "f: PASS"
 
 echo "--- what the monitor wrote (time server old->new reason)"
 sed -n 's/^time=[^T]*T\([^ ]*\)Z .* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason=\("[^"]*"\).*/\1 \2 \3->\4 \5/p' "$W/monitor.log"
 grep 'msg="backlog guard' "$W/monitor.log" | sed 's/^time=[^T]*T\([^ ]*\)Z /  \1 /'
 echo "--- client answers: $(sort "$W/hits" | uniq -c | tr '\n' ' ')"
 cleanup
-echo "PASS: e2e-guard (a-e) in $(($(now) - t_start)) s"
+echo "PASS: e2e-guard (a-f) in $(($(now) - t_start)) s"
