@@ -156,11 +156,7 @@ func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
 	// The formula wants C at 10: not written below the held 20.
 	cycle(t, m)
 	wantWeights(t, r, "cycle during the raise", 10, 10, 20)
-	e, err := m.Explain(svcKey, rsC)
-	must(t, err)
-	if !strings.Contains(e.Decision, "weight held at 20 (raised from 10") {
-		t.Errorf("explain during the raise: %q", e.Decision)
-	}
+	wantExplained(t, m, rsC, "weight held at 20 (raised from 10")
 	// Median 7 per unit of weight: C at 40 is 0.57× its share at weight 10
 	// (below 1/1.5), at 50 0.71×: released, back to the formula's 10.
 	setActive(t, r, 70, 70, 40)
@@ -196,6 +192,16 @@ func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
 	}
 	if got := r.weight(rsC); got != ramp {
 		t.Errorf("C in slow start at %d, then %d: the guard raised it", ramp, got)
+	}
+}
+
+// wantExplained checks that lvsctl explain's decision for rs says what.
+func wantExplained(t *testing.T, m *Monitor, rs netip.AddrPort, what string) {
+	t.Helper()
+	e, err := m.Explain(svcKey, rs)
+	must(t, err)
+	if !strings.Contains(e.Decision, what) {
+		t.Errorf("explain %s: %q, want it to say %q", rs, e.Decision, what)
 	}
 }
 
@@ -259,11 +265,7 @@ func TestBacklogGuard(t *testing.T) {
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
 	wantWeights(t, r, "cycle during the hold", 10, 4, 10)
-	e, err := m.Explain(svcKey, rsB)
-	must(t, err)
-	if !strings.Contains(e.Decision, "backlog guard: weight held at 4 (cut from 10)") {
-		t.Errorf("explain during the hold: %q", e.Decision)
-	}
+	wantExplained(t, m, rsB, "backlog guard: weight held at 4 (cut from 10)")
 
 	// 45 active: 2.25× its share at weight 10, beyond the release 1.5×.
 	setActive(t, r, 20, 45, 20)
