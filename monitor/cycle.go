@@ -117,6 +117,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	defer m.opMu.Unlock()
 	start := m.deps.Now()
 	rows := m.readTable()
+	m.readSchedulers()
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
 	if err := ctx.Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -51,6 +52,34 @@ type GuardConfig struct {
 	MinExcess int `toml:"min_excess"`
 	// Raise: starved servers are raised too (false: the guard only cuts).
 	Raise bool `toml:"raise"`
+}
+
+// HashingScheduler reports whether an IPVS scheduler places connections by
+// hashing (sh, dh, mh): there a weight change remaps clients to other
+// servers, so the backlog guard leaves such services alone.
+func HashingScheduler(name string) bool {
+	switch name {
+	case "sh", "dh", "mh":
+		return true
+	}
+	return false
+}
+
+// readSchedulers notes, once per cycle, which services run a hashing
+// scheduler. A failed read keeps what was known.
+func (m *Monitor) readSchedulers() {
+	svcs, err := m.deps.Table.Services()
+	if err != nil {
+		m.log.Debug("backlog guard: list services", "error", err)
+		return
+	}
+	hashed := map[ipvs.ServiceKey]string{}
+	for _, s := range svcs {
+		if HashingScheduler(s.Scheduler) {
+			hashed[s.Key] = s.Scheduler
+		}
+	}
+	m.hashed = hashed
 }
 
 // Enabled reports whether the guard runs.
@@ -193,11 +222,17 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 	g := m.cfg.Guard
 	for _, svcRows := range byService(rows) {
-		if m.frozen[svcRows[0].key.Service] {
+		svc := svcRows[0].key.Service
+		if m.frozen[svc] {
 			continue
 		}
+		on := g.Enabled()
+		if sched, ok := m.hashed[svc]; ok && on {
+			on = false
+			m.noteOnce("guard-hashed "+svc.String(), slog.LevelInfo, "backlog guard: service under a hashing scheduler, where a weight change remaps clients; left alone",
+				"service", svc, "scheduler", sched)
+		}
 		med := medianPerWeight(svcRows)
-		svc := svcRows[0].key.Service
 		prevMed, seen := m.backlogMedian[svc]
 		m.backlogMedian[svc] = med
 		building := seen && med > prevMed // the service's backlog grows
@@ -218,12 +253,12 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 				continue
 			}
 			if gs.held {
-				m.holdOrRelease(r, med, inCycle)
+				m.holdOrRelease(r, med, inCycle, on)
 				continue
 			}
 			ratio, excess := BacklogRatio(active, r.kernel.Weight, med)
-			over := g.Enabled() && ratio >= g.Trigger && excess >= float64(g.MinExcess)
-			under := g.Enabled() && g.Raise && Starved(ratio, excess, building, g)
+			over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
+			under := on && g.Raise && Starved(ratio, excess, building, g)
 			cut := !inCycle && gs.over && over && Backlogged(ratio, excess, active, gs.prevActive, g)
 			// A server in slow start is below its share on purpose.
 			raise := !inCycle && gs.under && under && r.mem.rampStart.IsZero()
@@ -248,8 +283,9 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 	}
 }
 
-// holdOrRelease is checkBacklog for a held server.
-func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
+// holdOrRelease is checkBacklog for a held server; on is false when the
+// guard is off (for its service), which ends every hold.
+func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle, on bool) {
 	gs := &r.mem.guard
 	active := r.kernel.ActiveConns
 	if inCycle && r.action.Write {
@@ -270,7 +306,7 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle bool) {
 	// The hold ends at a cycle, whose measurements then set the weight:
 	// released between cycles, a server that lost capacity would get its
 	// old weight back before the controller could lower it.
-	if !m.cfg.Guard.Enabled() || inCycle && back || changed {
+	if !on || inCycle && back || changed {
 		m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
 			"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio), "restore", gs.restore)
 		m.deps.Metrics.guardHeld(r.key, false)

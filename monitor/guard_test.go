@@ -389,3 +389,50 @@ func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
 		t.Errorf("guard off: %d writes", n)
 	}
 }
+
+func TestHashingScheduler(t *testing.T) {
+	for name, want := range map[string]bool{"sh": true, "dh": true, "mh": true, "wrr": false, "wlc": false, "sed": false, "rr": false, "": false} {
+		if got := HashingScheduler(name); got != want {
+			t.Errorf("HashingScheduler(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestBacklogGuardLeavesHashingSchedulers: under sh a weight change remaps
+// clients; the same backlog that is cut under wrr is left alone, and a
+// hold taken under wrr ends (weight restored) when the service is switched
+// to sh.
+func TestBacklogGuardLeavesHashingSchedulers(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.95)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	for _, n := range []int{22, 24} {
+		setActive(t, r, 5, n, 5)
+		guard(t, m)
+	}
+	wantWeights(t, r, "wrr: cut", 10, 2, 10)
+
+	// The operator switches the service to sh (ipvsadm -E … -s sh keeps
+	// the destinations; the in-memory table rebuilds them).
+	must(t, r.table.RemoveService(svcKey))
+	must(t, r.table.AddService(svcKey, "sh"))
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC, rsX} {
+		w := 10
+		if rs == rsB {
+			w = 2
+		}
+		must(t, r.table.AddDestination(svcKey, rs, w))
+	}
+	setActive(t, r, 5, 30, 5)
+	cycle(t, m)
+	wantWeights(t, r, "sh: the hold ends, B restored", 10, 10, 10)
+	for _, n := range []int{40, 50, 60} {
+		setActive(t, r, 5, n, 5)
+		if w := guard(t, m); w != 0 {
+			t.Fatalf("sh, B at %d active: the guard wrote %d weights", n, w)
+		}
+	}
+	wantWeights(t, r, "sh: a backlog left alone", 10, 10, 10)
+}

@@ -52,7 +52,10 @@ type Monitor struct {
 	// backlogMedian: per service, the median active connections per unit
 	// of weight at the last backlog check (guard.go)
 	backlogMedian map[ipvs.ServiceKey]float64
-	started       time.Time
+	// hashed: the services under a hashing scheduler at the last cycle
+	// (the backlog guard leaves them alone), with the scheduler's name
+	hashed  map[ipvs.ServiceKey]string
+	started time.Time
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
@@ -97,6 +100,7 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		frozen: map[ipvs.ServiceKey]bool{},
 
 		backlogMedian: map[ipvs.ServiceKey]float64{},
+		hashed:        map[ipvs.ServiceKey]string{},
 		started:       deps.Now(),
 
 		reloaded: make(chan struct{}, 1),
