@@ -98,3 +98,23 @@ func BenchmarkCycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGuard measures one backlog check between cycles (read the table,
+// reconcile, median per service, decide) at 100 and 10,000 destinations
+// with no backlog: what the guard costs every second.
+func BenchmarkGuard(b *testing.B) {
+	for _, size := range []struct{ services, servers int }{{10, 10}, {100, 100}} {
+		b.Run(fmt.Sprintf("dests=%d", size.services*size.servers), func(b *testing.B) {
+			m := benchRig(b, size.services, size.servers, true)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for range b.N {
+				if n, err := m.Guard(context.Background()); err != nil || n != 0 {
+					b.Fatalf("guard: %d writes, %v", n, err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
+}

@@ -339,13 +339,12 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle, on bool) {
 // appear.
 func byService(rows []*destRow) [][]*destRow {
 	var out [][]*destRow
-	idx := map[string]int{}
+	idx := map[ipvs.ServiceKey]int{}
 	for _, r := range rows {
-		k := r.key.Service.String()
-		i, ok := idx[k]
+		i, ok := idx[r.key.Service]
 		if !ok {
 			i = len(out)
-			idx[k] = i
+			idx[r.key.Service] = i
 			out = append(out, nil)
 		}
 		out[i] = append(out[i], r)
