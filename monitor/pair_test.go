@@ -55,8 +55,9 @@ type director struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	// weight, when set, replaces the formula's [weight] line of the
-	// configuration (e.g. the capacity controller).
-	weight string
+	// configuration (e.g. the capacity controller); extra is appended to
+	// it (e.g. a [backlog_guard] table).
+	weight, extra string
 }
 
 func writeKey(t *testing.T, b byte) string {
@@ -91,7 +92,7 @@ func (d *director) start(t *testing.T, keyFile string, peers ...*director) {
 	}
 	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
-	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n"
+	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n" + d.extra
 	conf += "[sync]\nid = \"" + d.id + "\"\nlisten = \"" + d.ln.Addr().String() + "\"\nkey_file = \"" + keyFile + "\"\nrole = \"active\"\n"
 	for _, p := range peers {
 		conf += "[[sync.peer]]\nid = \"" + p.id + "\"\naddress = \"" + p.ln.Addr().String() + "\"\n"
@@ -326,4 +327,53 @@ func TestDirectorPairCapacity(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("weights kept across the takeover: %v", last)
+}
+
+// TestDirectorPairGuard: the writer's backlog guard cuts between cycles and
+// the follower's table takes the cut; the follower, seeing a backlog in its
+// own table, writes nothing of its own. The formula runs at its target load
+// (step 0): every change is the guard's.
+func TestDirectorPairGuard(t *testing.T) {
+	key := writeKey(t, 2)
+	a := newDirector(t, "dir-a", scheduler.Active, key)
+	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	for _, d := range []*director{a, b} {
+		d.extra = "[backlog_guard]\ncheck = \"50ms\"\n"
+		for rs, n := range map[netip.AddrPort]int{rsA: 5, rsB: 5, rsC: 5} {
+			must(t, d.table.SetActive(svcKey, rs, n, 0))
+		}
+	}
+	a.start(t, key, b)
+	b.start(t, key, a)
+	eventually(t, 10*time.Second, "a writes, b follows", func() bool { return a.writer() && !b.writer() })
+	// B's active connections grow on both tables, one every 20 ms: median
+	// 0.5 per unit of weight, B beyond 2× and 16 over from 21 on.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for n := 20; n < 200; n++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, d := range []*director{a, b} {
+				if err := d.table.SetActive(svcKey, rsB, n, 0); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	eventually(t, 10*time.Second, "a's guard cuts B", func() bool { return a.weights(t)[rsB] < 10 })
+	cut := a.weights(t)[rsB]
+	eventually(t, 5*time.Second, "b's table takes a's cut", func() bool { return sameWeights(a.weights(t), b.weights(t)) })
+	if w := a.weights(t); w[rsA] != 10 || w[rsC] != 10 {
+		t.Errorf("a's weights %v: only B should move", w)
+	}
+	t.Logf("B cut to %d on a, mirrored by b", cut)
 }
