@@ -195,6 +195,25 @@ func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
 	}
 }
 
+// rigWithBCut returns a rig running the LVS formula at its target load
+// (step 0: every change is the guard's) whose guard has cut B from 10 to 2
+// for a growing backlog (22, then 24 active against a median of 0.5 per
+// unit of weight).
+func rigWithBCut(t *testing.T) (*rig, *Monitor) {
+	t.Helper()
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.95)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	for _, n := range []int{22, 24} {
+		setActive(t, r, 5, n, 5)
+		guard(t, m)
+	}
+	wantWeights(t, r, "cut", 10, 2, 10)
+	return r, m
+}
+
 // wantExplained checks that lvsctl explain's decision for rs says what.
 func wantExplained(t *testing.T, m *Monitor, rs netip.AddrPort, what string) {
 	t.Helper()
@@ -306,16 +325,7 @@ func TestBacklogGuard(t *testing.T) {
 // on CPU alone: at load 0.95 (the target) its step is 0; at 1.0 it is
 // 5·∛(−0.05) = −1.842, so B's weight 10 becomes 8.158, written as 8.
 func TestBacklogGuardRestoresTheControllersWeight(t *testing.T) {
-	r := newRig(t)
-	m := r.monitor(false)
-	setAllCPU(r, 0.95)
-	setActive(t, r, 5, 5, 5)
-	cycle(t, m)
-	for _, n := range []int{22, 24} {
-		setActive(t, r, 5, n, 5)
-		guard(t, m)
-	}
-	wantWeights(t, r, "cut", 10, 2, 10)
+	r, m := rigWithBCut(t)
 	r.agents.set(agentOf(rsB), 1.0)
 	cycle(t, m)
 	wantWeights(t, r, "the formula lowers B to 8 during the hold", 10, 2, 10)
@@ -403,16 +413,7 @@ func TestHashingScheduler(t *testing.T) {
 // hold taken under wrr ends (weight restored) when the service is switched
 // to sh.
 func TestBacklogGuardLeavesHashingSchedulers(t *testing.T) {
-	r := newRig(t)
-	m := r.monitor(false)
-	setAllCPU(r, 0.95)
-	setActive(t, r, 5, 5, 5)
-	cycle(t, m)
-	for _, n := range []int{22, 24} {
-		setActive(t, r, 5, n, 5)
-		guard(t, m)
-	}
-	wantWeights(t, r, "wrr: cut", 10, 2, 10)
+	r, m := rigWithBCut(t)
 
 	// The operator switches the service to sh (ipvsadm -E … -s sh keeps
 	// the destinations; the in-memory table rebuilds them).
