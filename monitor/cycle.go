@@ -117,7 +117,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	defer m.opMu.Unlock()
 	start := m.deps.Now()
 	rows := m.readTable()
-	m.readSchedulers()
+	m.readSchedulers() // the guard leaves hashing schedulers alone
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
 	if err := ctx.Err(); err != nil {
@@ -132,7 +132,6 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	if !m.follower { // a follower's weights come from the writer (replicate.go)
 		m.decide(rows)
 		m.checkBacklog(rows, true) // holds and releases; cuts happen between cycles
-
 		writes, wroteState, writeErr = m.write(rows)
 	}
 	var errs []error

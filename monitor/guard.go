@@ -134,28 +134,31 @@ func GuardRaise(weight int, ratio float64) int {
 }
 
 // GuardCut is the weight a backlogged server is cut to: its weight divided
-// by its backlog ratio, at least min and below weight.
-func GuardCut(weight int, ratio float64, min int) int {
+// by its backlog ratio, at least minWeight and below weight.
+func GuardCut(weight int, ratio float64, minWeight int) int {
 	if !(ratio > 1) {
 		return weight
 	}
-	to := int(math.Floor(float64(weight) / ratio)) // +Inf: 0, so min
-	return max(min, to)
+	to := int(math.Floor(float64(weight) / ratio)) // +Inf: 0, so minWeight
+	return max(minWeight, to)
 }
 
 // guardState is a destination's backlog-guard memory.
 type guardState struct {
 	prevActive int  // active connections at the previous check
 	over       bool // beyond the trigger at the previous check
-	held       bool // the guard cut the weight and holds it
-	from       int  // the weight before the cut
-	weight     int  // the held weight (a cycle may lower it)
+	from       int  // the weight before the move
+	weight     int  // the held weight (0: no hold; a cycle may move it further)
 	// restore is the weight the server goes back to when the hold ends:
 	// the weight before the cut, or the controller's latest since.
 	restore int
 	under   bool // starved at the previous check
 	raised  bool // the hold is a raise, not a cut
 }
+
+// holding reports whether the guard holds the weight: a held weight is at
+// least weight.min, so never 0.
+func (g guardState) holding() bool { return g.weight > 0 }
 
 // medianPerWeight is the median of active connections per unit of weight
 // over a service's rows in rotation (managed, weight > 0). A held server
@@ -167,7 +170,7 @@ func medianPerWeight(rows []*destRow) float64 {
 			continue
 		}
 		w := r.kernel.Weight
-		if r.mem.guard.held {
+		if r.mem.guard.holding() {
 			w = r.mem.guard.from
 		}
 		v = append(v, float64(r.kernel.ActiveConns)/float64(w))
@@ -187,11 +190,17 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	}
 	rows := m.readTable()
 	stateChanged := m.reconcile(rows)
+	heldBefore := make([]bool, len(rows))
+	for i, r := range rows {
+		heldBefore[i] = r.mem.guard.holding()
+	}
 	m.checkBacklog(rows, false)
 	writes, wroteState, err := m.write(rows)
-	for _, r := range rows {
-		if r.wrote {
-			m.deps.Metrics.guardWrote(r.key, r.mem.guard)
+	for i, r := range rows {
+		// Between cycles the metrics hear of a move or a hold that ended
+		// here; a cycle's report carries the rest (observeCycle).
+		if r.wrote || heldBefore[i] != r.mem.guard.holding() {
+			m.deps.Metrics.guardChanged(r.key, r.wrote, r.mem.guard)
 		}
 	}
 	if stateChanged || wroteState {
@@ -241,18 +250,17 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 			active := r.kernel.ActiveConns
 			leaving := r.action.Write && r.action.Record.State != Managed
 			if r.rec.State != Managed || r.kernel.Weight <= 0 || leaving {
-				if gs.held {
+				if gs.holding() {
 					state := r.rec.State
 					if leaving {
 						state = r.action.Record.State
 					}
 					m.log.Info("backlog guard: hold dropped", "service", r.key.Service, "server", r.key.Dest, "state", state, "weight", r.kernel.Weight)
-					m.deps.Metrics.guardHeld(r.key, false)
 				}
 				*gs = guardState{prevActive: active}
 				continue
 			}
-			if gs.held {
+			if gs.holding() {
 				m.holdOrRelease(r, med, inCycle, on)
 				continue
 			}
@@ -269,14 +277,14 @@ func (m *Monitor) checkBacklog(rows []*destRow, inCycle bool) {
 				if to >= r.kernel.Weight {
 					continue
 				}
-				*gs = guardState{prevActive: active, held: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
+				*gs = guardState{prevActive: active, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
 				r.action = writeAction(r.rec, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", active, ratio, med), 1)
 			case raise:
 				to := GuardRaise(r.kernel.Weight, ratio)
 				if to <= r.kernel.Weight {
 					continue
 				}
-				*gs = guardState{prevActive: active, held: true, raised: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
+				*gs = guardState{prevActive: active, raised: true, from: r.kernel.Weight, weight: to, restore: r.kernel.Weight}
 				r.action = writeAction(r.rec, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", active, ratio, med), 1)
 			}
 		}
@@ -309,7 +317,6 @@ func (m *Monitor) holdOrRelease(r *destRow, med float64, inCycle, on bool) {
 	if !on || inCycle && back || changed {
 		m.log.Info("backlog guard: released", "service", r.key.Service, "server", r.key.Dest,
 			"weight", r.kernel.Weight, "active", active, "ratio", round3(ratio), "restore", gs.restore)
-		m.deps.Metrics.guardHeld(r.key, false)
 		if !changed && !r.action.Write && gs.restore != r.kernel.Weight {
 			what := "backlog gone"
 			if gs.raised {

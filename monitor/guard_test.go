@@ -364,7 +364,7 @@ func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
 	}
 	cycle(t, m)
 	wantWeights(t, r, "drained during the hold", 10, 0, 10)
-	if m.mem[DestKey{Service: svcKey, Dest: rsB}].guard.held {
+	if m.mem[DestKey{Service: svcKey, Dest: rsB}].guard.holding() {
 		t.Error("the hold outlived the drain")
 	}
 

@@ -199,29 +199,24 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 	}
 }
 
-// guardWrote counts a backlog guard's write (between cycles, so not in a
-// cycle report): a cut or a raise, which holds the server (gs after the
-// write), or a release's way back.
-func (x *Metrics) guardWrote(k DestKey, gs guardState) {
+// guardChanged records what a backlog check between cycles did to one
+// server (a cycle's report carries its own): a write — a cut or a raise,
+// which hold the server (gs after it) — and whether it is held now.
+func (x *Metrics) guardChanged(k DestKey, wrote bool, gs guardState) {
 	if x == nil {
 		return
 	}
 	svc, srv := k.Service.String(), k.Dest.String()
-	x.writes.WithLabelValues(svc, srv).Inc()
-	switch {
-	case gs.held && gs.raised:
-		x.guardRaises.WithLabelValues(svc, srv).Inc()
-	case gs.held:
-		x.guardCuts.WithLabelValues(svc, srv).Inc()
+	if wrote {
+		x.writes.WithLabelValues(svc, srv).Inc()
+		switch {
+		case gs.holding() && gs.raised:
+			x.guardRaises.WithLabelValues(svc, srv).Inc()
+		case gs.holding():
+			x.guardCuts.WithLabelValues(svc, srv).Inc()
+		}
 	}
-	x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(gs.held))
-}
-
-// guardHeld sets whether the backlog guard holds a server's weight.
-func (x *Metrics) guardHeld(k DestKey, held bool) {
-	if x != nil {
-		x.backlogHeld.WithLabelValues(k.Service.String(), k.Dest.String()).Set(b2f(held))
-	}
+	x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(gs.holding()))
 }
 
 func (x *Metrics) writeError(reason string) {
