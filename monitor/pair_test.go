@@ -152,6 +152,31 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	return time.Since(start)
 }
 
+// every runs step(0), step(1), … every d in a goroutine until the returned
+// stop is called (it waits for the goroutine) or step fails (the test then
+// fails).
+func every(t *testing.T, d time.Duration, step func(i int) error) (stop func()) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if err := step(i); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 func sameWeights(a, b map[netip.AddrPort]int) bool {
 	if len(a) != len(b) {
 		return false
@@ -284,28 +309,15 @@ func TestDirectorPairCapacity(t *testing.T) {
 	// VIP: per 20 ms, 4 to A and C, 2 to B (fixed: the inputs stay put).
 	var through atomic.Pointer[director]
 	through.Store(a)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			d := through.Load()
-			for rs, n := range map[netip.AddrPort]uint32{rsA: 4, rsB: 2, rsC: 4} {
-				if err := d.table.AddConnections(svcKey, rs, n); err != nil {
-					t.Error(err)
-					return
-				}
+	defer every(t, 20*time.Millisecond, func(int) error {
+		d := through.Load()
+		for rs, n := range map[netip.AddrPort]uint32{rsA: 4, rsB: 2, rsC: 4} {
+			if err := d.table.AddConnections(svcKey, rs, n); err != nil {
+				return err
 			}
 		}
-	}()
-	defer func() { close(stop); <-done }()
+		return nil
+	})()
 	a.start(t, key, b)
 	b.start(t, key, a)
 
@@ -348,27 +360,16 @@ func TestDirectorPairGuard(t *testing.T) {
 	eventually(t, 10*time.Second, "a writes, b follows", func() bool { return a.writer() && !b.writer() })
 	// B's active connections grow on both tables, one every 20 ms: median
 	// 0.5 per unit of weight, B beyond 2× and 16 over from 21 on.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for n := 20; n < 200; n++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
+	defer every(t, 20*time.Millisecond, func(i int) error {
+		if n := 20 + i; n < 200 {
 			for _, d := range []*director{a, b} {
 				if err := d.table.SetActive(svcKey, rsB, n, 0); err != nil {
-					t.Error(err)
-					return
+					return err
 				}
 			}
 		}
-	}()
-	defer func() { close(stop); <-done }()
+		return nil
+	})()
 	eventually(t, 10*time.Second, "a's guard cuts B", func() bool { return a.weights(t)[rsB] < 10 })
 	cut := a.weights(t)[rsB]
 	eventually(t, 5*time.Second, "b's table takes a's cut", func() bool { return sameWeights(a.weights(t), b.weights(t)) })
