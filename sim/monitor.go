@@ -69,20 +69,16 @@ func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &monitorPolicy{name: name, cfg: cfg}, nil
+	tick := cfg.Interval.Seconds()
+	if cfg.Guard.Enabled() {
+		tick = gcd(cfg.Interval, cfg.Guard.Check).Seconds()
+	}
+	return &monitorPolicy{name: name, cfg: cfg, tick: tick}, nil
 }
 
-func (p *monitorPolicy) Name() string { return p.name }
-func (p *monitorPolicy) Kernel() bool { return true }
-func (p *monitorPolicy) Interval() float64 {
-	if p.tick == 0 {
-		p.tick = p.cfg.Interval.Seconds()
-		if p.cfg.Guard.Enabled() {
-			p.tick = gcd(p.cfg.Interval, p.cfg.Guard.Check).Seconds()
-		}
-	}
-	return p.tick
-}
+func (p *monitorPolicy) Name() string      { return p.name }
+func (p *monitorPolicy) Kernel() bool      { return true }
+func (p *monitorPolicy) Interval() float64 { return p.tick }
 
 // gcd is the greatest common divisor of two durations, in whole
 // milliseconds (at least 1 ms).
