@@ -172,9 +172,9 @@ type Row struct {
 	Writes, SteadyWrites Stat
 	Osc, Flips           Stat
 	Failed               Stat // share of requests
-	// Settle per event: the worst (largest) over seeds; NaN where the
-	// event changes no capacity.
-	Settle []float64
+	// Settle and Reach per event: the worst (largest) over seeds; NaN
+	// where the event changes no capacity.
+	Settle, Reach []float64
 }
 
 // Stat is a mean over seeds and its spread.
@@ -267,23 +267,25 @@ func Summarise(results []Result, scenarios []*Scenario, policies []PolicySpec, s
 					}
 					return float64(r.Failed) / float64(r.Requests)
 				})
-				row.Settle = make([]float64, len(sc.Events))
-				for i := range row.Settle {
-					worst := math.NaN()
-					for _, r := range rs {
-						v := r.Settle[i]
-						if math.IsNaN(v) {
-							continue
-						}
-						if math.IsNaN(worst) || v > worst {
-							worst = v
-						}
-					}
-					row.Settle[i] = worst
-				}
+				row.Settle = worstPerEvent(rs, len(sc.Events), func(r Result) []float64 { return r.Settle })
+				row.Reach = worstPerEvent(rs, len(sc.Events), func(r Result) []float64 { return r.Reach })
 				rows = append(rows, row)
 			}
 		}
 	}
 	return rows
+}
+
+// worstPerEvent is, per event, the largest of the seeds' values (NaN where
+// every seed has NaN: the event changes no capacity).
+func worstPerEvent(rs []Result, n int, of func(Result) []float64) []float64 {
+	out := make([]float64, n)
+	vs := make([]float64, len(rs))
+	for i := range out {
+		for j, r := range rs {
+			vs[j] = of(r)[i]
+		}
+		out[i] = worstOf(vs)
+	}
+	return out
 }

@@ -177,8 +177,11 @@ func TestIdealLag(t *testing.T) {
 	if len(lg.Settle) != 1 || lg.Settle[0] < 5 || lg.Settle[0] > 6 {
 		t.Errorf("ideal-lag:5s settled after %v s, want 5 (within the 1 s sampling)", lg.Settle)
 	}
-	if id.Settle[0] != 0 {
-		t.Errorf("ideal settled after %v s, want 0", id.Settle[0])
+	if len(lg.Reach) != 1 || lg.Reach[0] != lg.Settle[0] {
+		t.Errorf("ideal-lag:5s reached the ideal after %v s, want when it settled (%v)", lg.Reach, lg.Settle)
+	}
+	if id.Settle[0] != 0 || id.Reach[0] != 0 {
+		t.Errorf("ideal reached, settled after %v, %v s, want 0, 0", id.Reach[0], id.Settle[0])
 	}
 	if lg.Writes != id.Writes {
 		t.Errorf("writes per server per minute: lagged %v, ideal %v; want the same writes, later", lg.Writes, id.Writes)

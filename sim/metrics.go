@@ -38,9 +38,16 @@ type Result struct {
 	Flips float64
 	// Settle is, per scenario event (NaN for events that change no
 	// capacity), the time from the event until every weight share is and
-	// stays within 10 % of the ideal share; +Inf when it never does before
-	// the next event (or the end).
+	// stays within SettleTolerance of the ideal share; +Inf when it never
+	// does before the next event (or the end).
 	Settle []float64
+	// Reach is, per event like Settle, the time from the event until every
+	// weight share is within SettleTolerance of the ideal share for the
+	// first time (for at least ReachDwell, or until the next event),
+	// whether it stays there or not; +Inf when it never is. Reach ≤
+	// Settle: the difference is time spent leaving the band again (noise,
+	// a backlog guard's move).
+	Reach []float64
 	// IsKernel is false for the references (no weights).
 	IsKernel bool
 
@@ -171,10 +178,7 @@ func (r *run) result(keepSeries bool) Result {
 		r.weightStats(&res, steady)
 	} else {
 		res.Osc, res.Flips, res.Writes, res.SteadyWrites = math.NaN(), math.NaN(), math.NaN(), math.NaN()
-		res.Settle = make([]float64, len(sc.Events))
-		for i := range res.Settle {
-			res.Settle[i] = math.NaN()
-		}
+		res.Settle, res.Reach = nanPerEvent(len(sc.Events)), nanPerEvent(len(sc.Events))
 	}
 	if keepSeries {
 		res.series = r.series()
@@ -384,9 +388,8 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 	}
 
 	// Settling after each event that changes the ideal weights.
-	res.Settle = make([]float64, len(sc.Events))
+	res.Settle, res.Reach = nanPerEvent(len(sc.Events)), nanPerEvent(len(sc.Events))
 	for i, e := range sc.Events {
-		res.Settle[i] = math.NaN()
 		ideal := r.idealW[i]
 		if ideal == nil {
 			continue
@@ -407,25 +410,56 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 				ideal = r.idealW[j]
 			}
 		}
-		wr := r.replay()
-		wr.advanceTo(te)
-		settled := 0.0
-		ok := withinTolerance(wr.w, ideal, 0.10)
-		for wr.pos < len(wr.h) && wr.h[wr.pos].t < tEnd {
-			t := wr.h[wr.pos].t
-			wr.advanceTo(t)
-			now := withinTolerance(wr.w, ideal, 0.10)
-			if now && !ok {
-				settled = t - te
-			}
-			ok = now
-		}
-		if ok {
-			res.Settle[i] = settled
-		} else {
-			res.Settle[i] = math.Inf(1)
-		}
+		res.Reach[i], res.Settle[i] = settling(r.replay(), te, tEnd, ideal, SettleTolerance)
 	}
+}
+
+// SettleTolerance is how close to the ideal weights settling is judged:
+// every server's weight share within 10 % (relative) of its ideal share,
+// as issue 7 defines it.
+const SettleTolerance = 0.10
+
+func nanPerEvent(n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = math.NaN()
+	}
+	return out
+}
+
+// ReachDwell is how long the weights must stay within SettleTolerance for
+// a visit to count as reaching the ideal (Result.Reach): one default
+// monitor interval. Shorter visits are passing through — e.g. an operator
+// undrains a server at its full weight and the monitor's slow start takes
+// it down to the ramp's first step a moment later.
+const ReachDwell = 5.0
+
+// settling replays the weights from an event at te to tEnd against the
+// ideal weights and returns the seconds until the shares were first within
+// tol of the ideal shares for at least ReachDwell, or until tEnd (reach),
+// and until they were within it for good (settle); +Inf for either when it
+// does not happen before tEnd.
+func settling(wr *weightReplay, te, tEnd float64, ideal []int, tol float64) (reach, settle float64) {
+	wr.advanceTo(te)
+	ok := withinTolerance(wr.w, ideal, tol)
+	in := te // when the shares last came within tol
+	reach = math.Inf(1)
+	for wr.pos < len(wr.h) && wr.h[wr.pos].t < tEnd {
+		t := wr.h[wr.pos].t
+		wr.advanceTo(t)
+		now := withinTolerance(wr.w, ideal, tol)
+		switch {
+		case now && !ok:
+			in = t
+		case !now && ok && t-in >= ReachDwell:
+			reach = math.Min(reach, in-te)
+		}
+		ok = now
+	}
+	if !ok {
+		return reach, math.Inf(1)
+	}
+	return math.Min(reach, in-te), in - te
 }
 
 // series builds the plot series: sliding p99 over 30 s of arrivals,

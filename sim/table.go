@@ -17,7 +17,7 @@ func WriteTable(w io.Writer, rows []Row, scenarios []*Scenario) error {
 		byName[sc.Name] = sc
 	}
 	header := []string{"sched", "policy", "mean ms", "p50 ms", "p95 ms", "p99 ms ±sd", "p99/ideal ±sd",
-		"util max", "util spread", "hot %", "writes/srv/min", "steady writes", "osc %", "flips/min", "fail %", "settle s"}
+		"util max", "util spread", "hot %", "writes/srv/min", "steady writes", "osc %", "flips/min", "fail %", "reach s", "settle s"}
 	var cur string
 	var tab [][]string
 	flush := func() error {
@@ -37,7 +37,7 @@ func WriteTable(w io.Writer, rows []Row, scenarios []*Scenario) error {
 				for i := range sc.Events {
 					ev = append(ev, fmt.Sprintf("%d: %s", i+1, sc.EventLabel(i)))
 				}
-				fmt.Fprintf(w, "Events (settle column, in order): %s.\n\n", strings.Join(ev, "; "))
+				fmt.Fprintf(w, "Events (reach and settle columns, in order): %s.\n\n", strings.Join(ev, "; "))
 			}
 		}
 		return writeAligned(w, header, tab)
@@ -61,7 +61,7 @@ func WriteTable(w io.Writer, rows []Row, scenarios []*Scenario) error {
 			pct(r.UtilMax.Mean), pct(r.UtilSpread.Mean), pct(r.Hot.Mean),
 			fix(r.Writes.Mean, 2), fix(r.SteadyWrites.Mean, 2),
 			fix(100*r.Osc.Mean, 1), fix(r.Flips.Mean, 2), fix(100*r.Failed.Mean, 2),
-			settleText(r.Settle),
+			settleText(r.Reach), settleText(r.Settle),
 		})
 	}
 	return flush()
@@ -154,20 +154,21 @@ func settleText(s []float64) string {
 func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"scenario", "scheduler", "policy", "seed", "requests", "failed", "mean_s", "p50_s", "p95_s", "p99_s",
-		"util_max", "util_spread", "hot", "writes_per_srv_min", "steady_writes_per_srv_min", "osc", "flips_per_srv_min", "util", "settle_s"})
+		"util_max", "util_spread", "hot", "writes_per_srv_min", "steady_writes_per_srv_min", "osc", "flips_per_srv_min", "util", "reach_s", "settle_s"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range results {
-		var util, settle []string
+		var util, reach, settle []string
 		for _, u := range r.Util {
 			util = append(util, f(u))
 		}
-		for _, s := range r.Settle {
+		for i, s := range r.Settle {
 			settle = append(settle, f(s))
+			reach = append(reach, f(r.Reach[i]))
 		}
 		_ = cw.Write([]string{r.Scenario, r.Scheduler, r.Policy, strconv.FormatUint(r.Seed, 10),
 			strconv.Itoa(r.Requests), strconv.Itoa(r.Failed), f(r.Mean), f(r.P50), f(r.P95), f(r.P99),
 			f(r.UtilMax), f(r.UtilSpread), f(r.Hot), f(r.Writes), f(r.SteadyWrites), f(r.Osc), f(r.Flips),
-			strings.Join(util, ";"), strings.Join(settle, ";")})
+			strings.Join(util, ";"), strings.Join(reach, ";"), strings.Join(settle, ";")})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -176,7 +177,8 @@ func WriteCSV(w io.Writer, results []Result) error {
 // WritePivot prints, per scheduler, one line per policy and one column per
 // scenario with the p99 ratio to the ideal-weights counterfactual, then the
 // policy's steady writes per server per minute and oscillation averaged
-// over the scenarios, and its worst settle time over every capacity event.
+// over the scenarios, and its worst reach and settle times over every
+// capacity event.
 func WritePivot(w io.Writer, rows []Row, scenarios []*Scenario, policies []PolicySpec) error {
 	var scheds []string
 	seen := map[string]bool{}
@@ -197,11 +199,11 @@ func WritePivot(w io.Writer, rows []Row, scenarios []*Scenario, policies []Polic
 		for _, sc := range scenarios {
 			header = append(header, sc.Name)
 		}
-		header = append(header, "worst", "steady writes", "osc %", "worst settle s")
+		header = append(header, "worst", "steady writes", "osc %", "worst reach s", "worst settle s")
 		var tab [][]string
 		for _, p := range policies {
 			line := []string{p.Name}
-			worst, wr, osc, settle := math.Inf(-1), 0.0, 0.0, math.NaN()
+			worst, wr, osc, reach, settle := math.Inf(-1), 0.0, 0.0, math.NaN(), math.NaN()
 			n := 0
 			for _, sc := range scenarios {
 				r, ok := by[key{sc.Name, sched, p.Name}]
@@ -216,11 +218,8 @@ func WritePivot(w io.Writer, rows []Row, scenarios []*Scenario, policies []Polic
 					osc += r.Osc.Mean
 					n++
 				}
-				for _, s := range r.Settle {
-					if !math.IsNaN(s) && (math.IsNaN(settle) || s > settle) {
-						settle = s
-					}
-				}
+				reach = worstOf(append([]float64{reach}, r.Reach...))
+				settle = worstOf(append([]float64{settle}, r.Settle...))
 			}
 			if n > 0 {
 				wr /= float64(n)
@@ -228,7 +227,7 @@ func WritePivot(w io.Writer, rows []Row, scenarios []*Scenario, policies []Polic
 			} else {
 				wr, osc = math.NaN(), math.NaN()
 			}
-			line = append(line, fix(worst, 2), fix(wr, 2), fix(100*osc, 1), settleText([]float64{settle}))
+			line = append(line, fix(worst, 2), fix(wr, 2), fix(100*osc, 1), settleText([]float64{reach}), settleText([]float64{settle}))
 			tab = append(tab, line)
 		}
 		if err := writeAligned(w, header, tab); err != nil {
@@ -236,4 +235,15 @@ func WritePivot(w io.Writer, rows []Row, scenarios []*Scenario, policies []Polic
 		}
 	}
 	return nil
+}
+
+// worstOf is the largest of vs that is not NaN, NaN when there is none.
+func worstOf(vs []float64) float64 {
+	worst := math.NaN()
+	for _, v := range vs {
+		if !math.IsNaN(v) && (math.IsNaN(worst) || v > worst) {
+			worst = v
+		}
+	}
+	return worst
 }
