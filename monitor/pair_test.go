@@ -69,6 +69,13 @@ func writeKey(t *testing.T, b byte) string {
 	return path
 }
 
+// newPair returns two directors sharing keyFile: dir-a active, dir-b
+// standby (not started).
+func newPair(t *testing.T, keyFile string) (a, b *director) {
+	t.Helper()
+	return newDirector(t, "dir-a", scheduler.Active, keyFile), newDirector(t, "dir-b", scheduler.Standby, keyFile)
+}
+
 func newDirector(t *testing.T, id string, role scheduler.Role, keyFile string) *director {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -195,8 +202,7 @@ func sameWeights(a, b map[netip.AddrPort]int) bool {
 // replicated weights with every drain kept.
 func TestDirectorPair(t *testing.T) {
 	key := writeKey(t, 1)
-	a := newDirector(t, "dir-a", scheduler.Active, key)
-	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	a, b := newPair(t, key)
 	for _, d := range []*director{a, b} {
 		d.agents.set(agentOf(rsB), 1.5) // B is hot, as both directors' agents see it
 	}
@@ -297,8 +303,7 @@ func eventuallyBool(within time.Duration, cond func() bool) bool {
 // adopting the writer's weights).
 func TestDirectorPairCapacity(t *testing.T) {
 	key := writeKey(t, 1)
-	a := newDirector(t, "dir-a", scheduler.Active, key)
-	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	a, b := newPair(t, key)
 	for _, d := range []*director{a, b} {
 		d.weight = "controller = \"capacity\"\n"
 		for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
@@ -347,8 +352,7 @@ func TestDirectorPairCapacity(t *testing.T) {
 // (step 0): every change is the guard's.
 func TestDirectorPairGuard(t *testing.T) {
 	key := writeKey(t, 2)
-	a := newDirector(t, "dir-a", scheduler.Active, key)
-	b := newDirector(t, "dir-b", scheduler.Standby, key)
+	a, b := newPair(t, key)
 	for _, d := range []*director{a, b} {
 		d.extra = "[backlog_guard]\ncheck = \"50ms\"\n"
 		for rs, n := range map[netip.AddrPort]int{rsA: 5, rsB: 5, rsC: 5} {
