@@ -59,10 +59,7 @@ fail() {
 read_table() { read_dests "$SVC" "$(rs 1)" "$(rs 2)" "$(rs 3)"; }
 show() { read_table; say "weights rs1=$w1 rs2=$w2 rs3=$w3, active $a1 $a2 $a3 ${1:-}"; }
 # changes_since LINE: "SERVER OLD NEW REASON" per "weight changed" after LINE.
-changes_since() {
-	sed -n "$(($1 + 1)),\$p" "$W/monitor.log" |
-		sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason="\([^"]*\)".*/\1 \2 \3 \4/p'
-}
+changes_since() { sed -n "$(($1 + 1)),\$p" "$W/monitor.log" | weight_changes; }
 loglines() { wc -l <"$W/monitor.log"; }
 # cycles: the monitor's cycles so far, counted by its probes of rs1.
 cycles() { grep -c "10\.1\.1\.1\]:" "$W/httpd1.log"; }

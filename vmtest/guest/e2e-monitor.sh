@@ -103,10 +103,6 @@ stop_monitor() { # stop_monitor TERM|KILL
 	MONPID=
 	case $1/$_rc in TERM/0 | KILL/137) ;; *) fail "lvs-monitor exited with status $_rc on SIG$1" ;; esac
 }
-# weight_changes LOG...: "SERVER OLD NEW" per "weight changed" line, in order.
-weight_changes() {
-	cat "$@" | sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) .*/\1 \2 \3/p'
-}
 
 # --- setup -----------------------------------------------------------------
 t_start=$(now)
@@ -266,7 +262,7 @@ grep "msg=ownership .* server=$(rs 1) " "$W/monitor2.log" | tail -n 1
 rs1_managed() {
 	read_weights
 	[ -n "$w1" ] && [ "$w1" -gt 0 ] && [ "$w1" != 5 ] &&
-		weight_changes "$W/monitor2.log" | grep -q "^$(rs 1) 5 [0-9]*$"
+		weight_changes "$W/monitor2.log" | grep -q "^$(rs 1) 5 [0-9]* "
 }
 wait_until 20 "the monitor moves rs1's weight from the operator's 5" rs1_managed
 grep "msg=\"weight changed\" .* server=$(rs 1) " "$W/monitor2.log" | head -n 1

@@ -32,3 +32,9 @@ read_dests() {
 		$1 == "->" && $2 == r3 { w3 = $4; a3 = $5 }
 		END { printf "w1=%s w2=%s w3=%s a1=%s a2=%s a3=%s\n", w1, w2, w3, a1, a2, a3 }')"
 }
+
+# weight_changes [LOG...]: "SERVER OLD NEW REASON" per "weight changed" line
+# of lvs-monitor's log (standard input without LOG), in order.
+weight_changes() {
+	cat "$@" | sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason="\([^"]*\)".*/\1 \2 \3 \4/p'
+}
