@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 )
@@ -50,8 +49,6 @@ type PolicySpec struct {
 	// Monitor is the monitor TOML for a monitor policy; empty for the
 	// built-in baselines. "default" and "lvs" have theirs built in.
 	Monitor string
-	// Proto names a prototype controller (prototype.go) instead.
-	Proto string
 	// IdealLag, for an "ideal-lag:DURATION" policy, delays the
 	// ideal-weights counterfactual's writes by DURATION.
 	IdealLag time.Duration
@@ -106,30 +103,8 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		}
 		return PolicySpec{Name: name, IdealLag: d}, nil
 	}
-	if p, ok := prototypes[name]; ok {
-		return PolicySpec{Name: name, Proto: p}, nil
-	}
-	// proto-capacity:ALPHA:BAND[:INFLIGHT[:RES[:SAT]]] — the capacity
-	// prototype with other parameters.
-	if rest, ok := strings.CutPrefix(name, "proto-capacity:"); ok {
-		f := strings.Split(rest, ":")
-		def := []string{"0.5", "0.1", "0", "100", "0"}
-		if len(f) >= 2 && len(f) <= 5 {
-			f = append(f, def[len(f):]...)
-			return PolicySpec{Name: name, Proto: "alpha=" + f[0] + " band=" + f[1] + " inflight=" + f[2] + " res=" + f[3] + " sat=" + f[4]}, nil
-		}
-	}
-	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s; prototypes: %s; or NAME=monitor.toml)",
-		name, strings.Join(DefaultPolicies, ", "), strings.Join(sortedKeys(prototypes), ", "))
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-lag:DURATION; or NAME=monitor.toml)",
+		name, strings.Join(DefaultPolicies, ", "))
 }
 
 // IsReference reports whether a policy ignores the kernel scheduler (it is
@@ -141,8 +116,6 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 	switch {
 	case p.Monitor != "":
 		return newMonitorPolicy(p.Name, p.Monitor, sc)
-	case p.Proto != "":
-		return newPrototype(p.Name, p.Proto, sc)
 	case p.IdealLag > 0:
 		return &idealPolicy{name: p.Name, lag: p.IdealLag.Seconds()}, nil
 	}

@@ -36,7 +36,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", prototypes, or NAME=monitor.toml")
+	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", ideal-lag:DURATION, or NAME=monitor.toml")
 	var extra listFlag
 	fs.Var(&extra, "monitor", "add a policy `NAME=FILE` running the real monitor with FILE (monitor TOML without [[service]]); repeatable")
 	scheds := fs.String("sched", "", "comma-separated kernel `schedulers` (default: each scenario's list)")
@@ -177,7 +177,7 @@ func splitList(s string) []string {
 	return out
 }
 
-// policySpec reads a built-in or prototype name, or NAME=FILE for a monitor
+// policySpec reads a built-in policy name, or NAME=FILE for a monitor
 // configuration file.
 func policySpec(s string) (sim.PolicySpec, error) {
 	name, file, ok := strings.Cut(s, "=")
