@@ -29,55 +29,13 @@ type event struct {
 	ver  uint64
 }
 
-// evHeap is a min-heap on (t, seq): simultaneous events run in the order
+// before orders events by (t, seq): simultaneous events run in the order
 // they were scheduled, so a run is a pure function of its inputs.
-type evHeap []event
-
-func (h evHeap) less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+func (e event) before(o event) bool {
+	if e.t != o.t {
+		return e.t < o.t
 	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *evHeap) push(e event) {
-	*h = append(*h, e)
-	a := *h
-	i := len(a) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !a.less(i, p) {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-func (h *evHeap) pop() event {
-	a := *h
-	top := a[0]
-	n := len(a) - 1
-	a[0] = a[n]
-	a = a[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && a.less(r, l) {
-			m = r
-		}
-		if !a.less(m, i) {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
-	return top
+	return e.seq < o.seq
 }
 
 // weightChange is one entry of a destination's weight history.
@@ -110,7 +68,7 @@ type run struct {
 
 	now     float64
 	end     float64 // arrivals stop here
-	ev      evHeap
+	ev      minHeap[event]
 	seq     uint64
 	srv     []*server // the real servers; with the pooled policy, one more: the pool
 	pool    *server

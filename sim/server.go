@@ -12,6 +12,8 @@ type psJob struct {
 	req int32
 }
 
+func (j psJob) before(o psJob) bool { return j.tag < o.tag }
+
 // server is one simulated real server: an exact processor-sharing queue.
 // Every request present receives the same service rate
 //
@@ -36,7 +38,7 @@ type server struct {
 	full     float64 // the machine's whole rate (normalises busy)
 	bgBusy   float64 // busy fraction the background job adds
 
-	jobs []psJob
+	jobs minHeap[psJob]
 	v    float64 // virtual time (attained service per present job)
 	last float64 // simulated time v and busyInt were brought up to
 	ver  uint64  // departure-event version; stale events are skipped
@@ -107,45 +109,11 @@ func (s *server) nextDeparture() float64 {
 
 // push adds a request of demand d (the caller has advanced the server).
 func (s *server) push(d float64, req int) {
-	s.jobs = append(s.jobs, psJob{tag: s.v + d, req: int32(req)})
-	h := s.jobs
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p].tag <= h[i].tag {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
+	s.jobs.push(psJob{tag: s.v + d, req: int32(req)})
 }
 
 // pop removes and returns the request with the smallest tag.
-func (s *server) pop() psJob {
-	h := s.jobs
-	top := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && h[r].tag < h[l].tag {
-			m = r
-		}
-		if h[i].tag <= h[m].tag {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	s.jobs = h
-	return top
-}
+func (s *server) pop() psJob { return s.jobs.pop() }
 
 // done reports whether the smallest tag has been reached (within rounding).
 func (s *server) done() bool {
