@@ -7,30 +7,31 @@ import (
 	"strings"
 	"time"
 
+	"lvs-feedback/control/api"
 	"lvs-feedback/monitor"
 )
 
-// ServerState returns the State* value of a destination in a cycle report:
+// ServerState returns the api.State* value of a destination in a cycle report:
 // the first that applies of drained, down, frozen, unreachable, agent
 // stale, ramping, agent failing, active.
 func ServerState(d monitor.DestStatus) string {
 	switch {
 	case d.State == monitor.DrainedByOperator:
-		return StateDrained
+		return api.StateDrained
 	case d.State == monitor.Down:
-		return StateDown
+		return api.StateDown
 	case d.Frozen:
-		return StateFrozen
+		return api.StateFrozen
 	case d.ProbeErr != nil:
-		return StateUnreachable
+		return api.StateUnreachable
 	case d.AgentStale:
-		return StateAgentStale
+		return api.StateAgentStale
 	case d.Ramp > 0 && d.Ramp < 1:
-		return StateRamping
+		return api.StateRamping
 	case d.AgentErr != nil:
-		return StateAgentFailing
+		return api.StateAgentFailing
 	}
-	return StateActive
+	return api.StateActive
 }
 
 func errString(err error) string {
@@ -51,18 +52,18 @@ func coefficientMap(c monitor.Coefficients) map[string]float64 {
 	return map[string]float64{"input": c.Input, "cpu": c.CPU, "memory": c.Memory, "disk": c.Disk, "response": c.Response, "process": c.Process}
 }
 
-func weightParams(p monitor.WeightParams) WeightParams {
-	return WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
+func weightParams(p monitor.WeightParams) api.WeightParams {
+	return api.WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
 }
 
 // status converts the monitor's status, listing every configured service
 // and server in configuration order.
-func (s *Server) status(st monitor.Status) Status {
+func (s *Server) status(st monitor.Status) api.Status {
 	now := s.opts.Now()
-	out := Status{
-		Version: ProtocolVersion,
+	out := api.Status{
+		Version: api.ProtocolVersion,
 		Now:     now,
-		Config: ConfigSummary{
+		Config: api.ConfigSummary{
 			IntervalSeconds:    st.Config.Interval.Seconds(),
 			Coefficients:       coefficientMap(st.Config.Coefficients),
 			Weight:             weightParams(st.Config.Weight),
@@ -70,18 +71,18 @@ func (s *Server) status(st monitor.Status) Status {
 			SlowStartSeconds:   st.Config.Availability.SlowStart.Seconds(),
 			FreezeShare:        st.Config.Availability.FreezeShare,
 		},
-		Reload:   ReloadStatus{OK: st.ReloadErr == nil, Error: errString(st.ReloadErr)},
-		Services: []ServiceStatus{},
+		Reload:   api.ReloadStatus{OK: st.ReloadErr == nil, Error: errString(st.ReloadErr)},
+		Services: []api.ServiceStatus{},
 	}
 	if !st.ReloadedAt.IsZero() {
 		at := st.ReloadedAt
 		out.Reload.At = &at
 	}
 	if sy := st.Sync; sy != nil {
-		out.Sync = &SyncStatus{ID: sy.ID, Role: sy.Role, Writer: sy.Writer, Phase: sy.Phase, Epoch: sy.Epoch, Leader: sy.Leader,
-			Peers: []SyncPeer{}, Frames: sy.Frames}
+		out.Sync = &api.SyncStatus{ID: sy.ID, Role: sy.Role, Writer: sy.Writer, Phase: sy.Phase, Epoch: sy.Epoch, Leader: sy.Leader,
+			Peers: []api.SyncPeer{}, Frames: sy.Frames}
 		for _, p := range sy.Peers {
-			peer := SyncPeer{Address: p.Address, Unreachable: p.Unreachable, LastError: p.LastError}
+			peer := api.SyncPeer{Address: p.Address, Unreachable: p.Unreachable, LastError: p.LastError}
 			if !p.LastOK.IsZero() {
 				at := p.LastOK
 				peer.LastOK = &at
@@ -90,7 +91,7 @@ func (s *Server) status(st monitor.Status) Status {
 		}
 	}
 	if !st.LastCycle.Start.IsZero() {
-		out.Cycle = &Cycle{Start: st.LastCycle.Start, DurationSeconds: st.LastCycle.Duration.Seconds(), Writes: st.LastCycle.Writes}
+		out.Cycle = &api.Cycle{Start: st.LastCycle.Start, DurationSeconds: st.LastCycle.Duration.Seconds(), Writes: st.LastCycle.Writes}
 	}
 	byKey := make(map[monitor.DestKey]*monitor.DestStatus, len(st.LastCycle.Dests))
 	for i := range st.LastCycle.Dests {
@@ -99,21 +100,21 @@ func (s *Server) status(st monitor.Status) Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, svc := range st.Config.Services {
-		ss := ServiceStatus{Service: svc.Key.String(), Servers: []ServerStatus{}}
+		ss := api.ServiceStatus{Service: svc.Key.String(), Servers: []api.ServerStatus{}}
 		for _, srv := range svc.Servers {
 			k := monitor.DestKey{Service: svc.Key, Dest: srv.Addr}
 			d := byKey[k]
 			if d == nil {
-				row := ServerStatus{Server: srv.Addr.String(), State: StateAbsent, DefaultWeight: srv.Weight, NewConns: -1, Ramp: 1,
+				row := api.ServerStatus{Server: srv.Addr.String(), State: api.StateAbsent, DefaultWeight: srv.Weight, NewConns: -1, Ramp: 1,
 					LastChange: "not in the IPVS table at the last cycle"}
 				if out.Cycle == nil {
-					row.State, row.LastChange = StatePending, ""
+					row.State, row.LastChange = api.StatePending, ""
 				}
 				ss.Servers = append(ss.Servers, row)
 				continue
 			}
 			ss.Frozen = ss.Frozen || d.Frozen
-			row := ServerStatus{
+			row := api.ServerStatus{
 				Server:          srv.Addr.String(),
 				State:           ServerState(*d),
 				Ownership:       string(d.State),
@@ -131,7 +132,7 @@ func (s *Server) status(st monitor.Status) Status {
 			}
 			if row.Load != nil {
 				in := d.Inputs
-				row.Inputs = &Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
+				row.Inputs = &api.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
 				row.DirectorOnly = d.AgentStale && !(d.AgentErr == nil && d.Report.Schema != 0)
 			}
 			if at, ok := s.agentOK[k]; ok {
@@ -147,9 +148,9 @@ func (s *Server) status(st monitor.Status) Status {
 
 // explanation converts the monitor's explanation, adding the raw figures
 // behind each input and the formula's numbers.
-func (s *Server) explanation(st monitor.Status, e monitor.Explanation) Explanation {
+func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Explanation {
 	d := e.Dest
-	out := Explanation{
+	out := api.Explanation{
 		Service:       d.Key.Service.String(),
 		Server:        d.Key.Dest.String(),
 		CycleStart:    st.LastCycle.Start,
@@ -170,14 +171,14 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) Explanati
 	agentUsed := d.AgentErr == nil && d.Report.Schema != 0
 	out.DirectorOnly = out.Load != nil && !agentUsed && d.AgentStale
 	for _, t := range e.Terms {
-		term := Term{Name: t.Name, Normalised: t.Input, Coefficient: t.Coefficient, Product: t.Product}
+		term := api.Term{Name: t.Name, Normalised: t.Input, Coefficient: t.Coefficient, Product: t.Product}
 		term.Raw, term.RawValue, term.RawUnit = rawFigure(t.Name, d, reference, agentUsed)
 		out.Terms = append(out.Terms, term)
 	}
 
 	if !math.IsNaN(e.Step) && !d.Frozen && d.State != monitor.DrainedByOperator {
 		p := e.Weight
-		f := Formula{
+		f := api.Formula{
 			Before: d.ControllerBefore, Gain: p.Gain, Target: p.Target, Load: d.Load, Step: e.Step,
 			Raw: d.ControllerBefore + e.Step, Min: float64(p.Min), Max: e.Max, Threshold: p.Threshold, Written: d.Wrote,
 			KernelBefore: -1,

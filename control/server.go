@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"lvs-feedback/control/api"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 )
@@ -210,7 +211,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/undrain", s.handleUndrain)
 	mux.HandleFunc("POST /v1/reload", s.handleReload)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeBadRequest, fmt.Sprintf("no such request: %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, api.CodeBadRequest, fmt.Sprintf("no such request: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -224,20 +225,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, &Error{Code: code, Message: msg})
+	writeJSON(w, status, &api.Error{Code: code, Message: msg})
 }
 
 // writeMonitorError maps the monitor's errors to codes.
 func writeMonitorError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, monitor.ErrNotManaged):
-		writeError(w, http.StatusNotFound, CodeNotManaged, err.Error()+"; lvs-monitor does not own its weight (use ipvsadm)")
+		writeError(w, http.StatusNotFound, api.CodeNotManaged, err.Error()+"; lvs-monitor does not own its weight (use ipvsadm)")
 	case errors.Is(err, ipvs.ErrNotFound):
-		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, ipvs.ErrWeightChanged):
-		writeError(w, http.StatusConflict, CodeConflict, err.Error()+"; another tool changed the weight, try again")
+		writeError(w, http.StatusConflict, api.CodeConflict, err.Error()+"; another tool changed the weight, try again")
 	default:
-		writeError(w, http.StatusInternalServerError, CodeInternal, err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
 }
 
@@ -264,18 +265,18 @@ func ParseTarget(service, server string) (ipvs.ServiceKey, netip.AddrPort, error
 func (s *Server) target(w http.ResponseWriter, service, server string) (monitor.DestKey, bool) {
 	svc, dst, err := ParseTarget(service, server)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return monitor.DestKey{}, false
 	}
 	return monitor.DestKey{Service: svc, Dest: dst}, true
 }
 
 func (s *Server) bodyTarget(w http.ResponseWriter, r *http.Request) (monitor.DestKey, bool) {
-	var t Target
+	var t api.Target
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "request body: "+err.Error())
 		return monitor.DestKey{}, false
 	}
 	return s.target(w, t.Service, t.Server)
@@ -294,7 +295,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.opts.Monitor.Status()
 	if st.LastCycle.Start.IsZero() {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "no cycle has completed yet; try again in one interval")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "no cycle has completed yet; try again in one interval")
 		return
 	}
 	if _, configured := configuredServer(st.Config, k); !configured {
@@ -303,7 +304,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := s.opts.Monitor.Explain(k.Service, k.Dest)
 	if errors.Is(err, monitor.ErrNotManaged) {
-		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("%s %s: configured, but not in the IPVS table at the last cycle", k.Service, k.Dest))
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("%s %s: configured, but not in the IPVS table at the last cycle", k.Service, k.Dest))
 		return
 	}
 	if err != nil {
@@ -326,8 +327,8 @@ func (s *Server) handleConnections(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-func (s *Server) connections(k monitor.DestKey) (Connections, error) {
-	c := Connections{Service: k.Service.String(), Server: k.Dest.String(), At: s.opts.Now()}
+func (s *Server) connections(k monitor.DestKey) (api.Connections, error) {
+	c := api.Connections{Service: k.Service.String(), Server: k.Dest.String(), At: s.opts.Now()}
 	if s.opts.Conns != nil {
 		dests, err := s.opts.Conns.Destinations(k.Service)
 		if err != nil {
@@ -362,7 +363,7 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 	}
 	s.forgetWeight(k)
 	s.log.Info("control: drain", "service", k.Service, "server", k.Dest)
-	ack := Ack{Service: k.Service.String(), Server: k.Dest.String(), Weight: 0,
+	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String(), Weight: 0,
 		Message: "drained: weight 0, existing connections finish, no new ones; kept across restarts until undrained"}
 	if srv, ok := configuredServer(s.opts.Monitor.Status().Config, k); ok {
 		ack.DefaultWeight = srv.Weight
@@ -382,7 +383,7 @@ func (s *Server) handleUndrain(w http.ResponseWriter, r *http.Request) {
 	s.forgetWeight(k)
 	s.log.Info("control: undrain", "service", k.Service, "server", k.Dest)
 	st := s.opts.Monitor.Status()
-	ack := Ack{Service: k.Service.String(), Server: k.Dest.String()}
+	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String()}
 	if srv, ok := configuredServer(st.Config, k); ok {
 		ack.DefaultWeight = srv.Weight
 	}
@@ -404,15 +405,15 @@ func (s *Server) handleUndrain(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReload(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Reload == nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "this lvs-monitor cannot reload")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "this lvs-monitor cannot reload")
 		return
 	}
 	notes, err := s.opts.Reload()
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, CodeReloadFailed, err.Error()+"\nthe running configuration stays")
+		writeError(w, http.StatusUnprocessableEntity, api.CodeReloadFailed, err.Error()+"\nthe running configuration stays")
 		return
 	}
-	writeJSON(w, http.StatusOK, Reload{OK: true, Notes: notes})
+	writeJSON(w, http.StatusOK, api.Reload{OK: true, Notes: notes})
 }
 
 // configuredServer finds a configured real server.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lvs-feedback/control"
+	"lvs-feedback/control/api"
 	"lvs-feedback/control/controltest"
 )
 
@@ -90,8 +91,8 @@ func TestSocketRules(t *testing.T) {
 		ln.SetUnlinkOnClose(false)
 		ln.Close() // a daemon that died: the file stays, nobody listens
 		startServer(t, r.Monitor, path)
-		st, err := control.NewClient(path, 5*time.Second).Status(context.Background())
-		if err != nil || st.Version != control.ProtocolVersion {
+		st, err := api.NewClient(path, 5*time.Second).Status(context.Background())
+		if err != nil || st.Version != api.ProtocolVersion {
 			t.Errorf("status over the new socket: %v", err)
 		}
 	})
@@ -102,7 +103,7 @@ func TestSocketRules(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 		// The running server still answers.
-		if _, err := control.NewClient(r.Socket, 5*time.Second).Status(context.Background()); err != nil {
+		if _, err := api.NewClient(r.Socket, 5*time.Second).Status(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
@@ -135,13 +136,13 @@ func TestSocketRules(t *testing.T) {
 
 func TestProtocolErrors(t *testing.T) {
 	r := controltest.New(t, "")
-	c := control.NewClient(r.Socket, 5*time.Second)
+	c := api.NewClient(r.Socket, 5*time.Second)
 	ctx := context.Background()
 
 	// Before the first cycle explain has nothing to say.
 	_, err := c.Explain(ctx, "192.0.2.10:80/tcp", "198.51.100.11:80")
-	var ce *control.Error
-	if !errors.As(err, &ce) || ce.Code != control.CodeUnavailable || ce.Status != http.StatusServiceUnavailable {
+	var ce *api.Error
+	if !errors.As(err, &ce) || ce.Code != api.CodeUnavailable || ce.Status != http.StatusServiceUnavailable {
 		t.Errorf("explain before a cycle: %v", err)
 	}
 	r.Cycle()
@@ -153,19 +154,19 @@ func TestProtocolErrors(t *testing.T) {
 		message string
 	}{
 		{"malformed service", func() error { _, err := c.Drain(ctx, "nonsense", "198.51.100.11:80"); return err },
-			control.CodeBadRequest, http.StatusBadRequest, "nonsense"},
+			api.CodeBadRequest, http.StatusBadRequest, "nonsense"},
 		{"unlisted server", func() error { _, err := c.Drain(ctx, "192.0.2.10:80/tcp", "198.51.100.99:80"); return err },
-			control.CodeNotManaged, http.StatusNotFound, "use ipvsadm"},
+			api.CodeNotManaged, http.StatusNotFound, "use ipvsadm"},
 		{"server missing from the table", func() error {
 			_, err := c.Connections(ctx, "192.0.2.10:80/tcp", "198.51.100.77:80")
 			return err
-		}, control.CodeNotFound, http.StatusNotFound, "not found"},
+		}, api.CodeNotFound, http.StatusNotFound, "not found"},
 		{"no reload function", func() error {
 			path := filepath.Join(t.TempDir(), "c.sock")
 			startServer(t, r.Monitor, path)
-			_, err := control.NewClient(path, time.Second).Reload(ctx)
+			_, err := api.NewClient(path, time.Second).Reload(ctx)
 			return err
-		}, control.CodeUnavailable, http.StatusServiceUnavailable, "cannot reload"},
+		}, api.CodeUnavailable, http.StatusServiceUnavailable, "cannot reload"},
 	} {
 		err := tt.call()
 		if !errors.As(err, &ce) || ce.Code != tt.code || ce.Status != tt.status || !strings.Contains(ce.Message, tt.message) {
@@ -205,7 +206,7 @@ func TestExplanationAddsUp(t *testing.T) {
 	r.Agents.Set(controltest.A, controltest.Load{CPU: 0.2, Memory: 0.3, Disk: 0.1, Processes: 0.25})
 	r.Cycle()
 	r.Cycle()
-	e, err := control.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.11:80")
+	e, err := api.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.11:80")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +235,8 @@ func TestExplanationAddsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Cycle()
-	e, err = control.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.12:80")
-	if err != nil || e.Formula != nil || e.State != control.StateDrained || !strings.Contains(e.Decision, "drained") {
+	e, err = api.NewClient(r.Socket, 5*time.Second).Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.12:80")
+	if err != nil || e.Formula != nil || e.State != api.StateDrained || !strings.Contains(e.Decision, "drained") {
 		t.Errorf("drained: %+v %v", e, err)
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"lvs-feedback/control"
+	"lvs-feedback/control/api"
 	"lvs-feedback/monitor"
 )
 
@@ -167,23 +168,23 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // client finds the socket: -socket, else control_socket of -config, else
 // the default.
-func (c *cli) client() *control.Client {
+func (c *cli) client() *api.Client {
 	path := c.socket
 	if path == "" {
-		path = control.DefaultSocket
+		path = api.DefaultSocket
 		if data, err := os.ReadFile(c.config); err == nil {
 			if cfg, err := monitor.ParseConfig(c.config, data); err == nil && cfg.ControlSocket != "" {
 				path = cfg.ControlSocket
 			}
 		}
 	}
-	return control.NewClient(path, c.timeout)
+	return api.NewClient(path, c.timeout)
 }
 
 // fail reports a request's error and returns the exit status for it.
 func (c *cli) fail(err error) int {
 	fmt.Fprintf(c.stderr, "lvsctl: %v\n", err)
-	var ue *control.UnreachableError
+	var ue *api.UnreachableError
 	if errors.As(err, &ue) {
 		return exitUnreachable
 	}
@@ -239,25 +240,25 @@ func (c *cli) status(ctx context.Context, args []string) int {
 }
 
 // stateText is a state in words for the table.
-func stateText(s control.ServerStatus) string {
+func stateText(s api.ServerStatus) string {
 	switch s.State {
-	case control.StateDrained:
+	case api.StateDrained:
 		return "drained by operator"
-	case control.StateDown:
+	case api.StateDown:
 		return "down"
-	case control.StateFrozen:
+	case api.StateFrozen:
 		return "frozen"
-	case control.StateUnreachable:
+	case api.StateUnreachable:
 		return "unreachable"
-	case control.StateAgentStale:
+	case api.StateAgentStale:
 		return "agent stale"
-	case control.StateAgentFailing:
+	case api.StateAgentFailing:
 		return "agent failing"
-	case control.StateRamping:
+	case api.StateRamping:
 		return fmt.Sprintf("ramping up %.0f%%", s.Ramp*100)
-	case control.StateAbsent:
+	case api.StateAbsent:
 		return "not in IPVS table"
-	case control.StatePending:
+	case api.StatePending:
 		return "waiting for first cycle"
 	}
 	return s.State
@@ -282,7 +283,7 @@ func f3(p *float64) string {
 	return fmt.Sprintf("%.3f", *p)
 }
 
-func printStatus(w io.Writer, st control.Status, loc *time.Location) {
+func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 	if st.Cycle == nil {
 		fmt.Fprintf(w, "lvs-monitor: no cycle completed yet (interval %gs)\n", st.Config.IntervalSeconds)
 	} else {
@@ -352,7 +353,7 @@ func printStatus(w io.Writer, st control.Status, loc *time.Location) {
 				agentAge = "never"
 			}
 			weight, active, inactive := fmt.Sprint(s.KernelWeight), fmt.Sprint(s.ActiveConns), fmt.Sprint(s.InactiveConns)
-			if s.State == control.StateAbsent || s.State == control.StatePending {
+			if s.State == api.StateAbsent || s.State == api.StatePending {
 				weight, active, inactive = "-", "-", "-"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
@@ -364,10 +365,10 @@ func printStatus(w io.Writer, st control.Status, loc *time.Location) {
 			if s.AgentError != "" {
 				notes = append(notes, fmt.Sprintf("  %s: agent: %s", s.Server, s.AgentError))
 			}
-			if s.LastChange != "" && s.State != control.StateAbsent {
+			if s.LastChange != "" && s.State != api.StateAbsent {
 				notes = append(notes, fmt.Sprintf("  %s: last change: %s", s.Server, s.LastChange))
 			}
-			if s.Ownership == string(monitor.Managed) && s.State != control.StateRamping {
+			if s.Ownership == string(monitor.Managed) && s.State != api.StateRamping {
 				managed++
 				if s.KernelWeight < s.DefaultWeight {
 					below++
@@ -432,7 +433,7 @@ func (c *cli) drain(ctx context.Context, args []string) int {
 
 // waitDrained polls the server's connection counts until no active
 // connection is left or timeout passes, printing each change.
-func (c *cli) waitDrained(ctx context.Context, cl *control.Client, svc, srv string, timeout time.Duration) int {
+func (c *cli) waitDrained(ctx context.Context, cl *api.Client, svc, srv string, timeout time.Duration) int {
 	start := c.now()
 	deadline := start.Add(timeout)
 	last := -1
@@ -514,7 +515,7 @@ func (c *cli) explain(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func printExplanation(w io.Writer, e control.Explanation, loc *time.Location) {
+func printExplanation(w io.Writer, e api.Explanation, loc *time.Location) {
 	fmt.Fprintf(w, "%s in %s, cycle at %s\n", e.Server, e.Service, e.CycleStart.In(loc).Format("15:04:05"))
 	fmt.Fprintf(w, "state %s (%s), kernel weight %d, default weight %d\n\n", e.State, e.Ownership, e.KernelWeight, e.DefaultWeight)
 
@@ -595,8 +596,8 @@ func (c *cli) reload(ctx context.Context, args []string) int {
 	}
 	r, err := c.client().Reload(ctx)
 	if err != nil {
-		var ce *control.Error
-		if errors.As(err, &ce) && ce.Code == control.CodeReloadFailed {
+		var ce *api.Error
+		if errors.As(err, &ce) && ce.Code == api.CodeReloadFailed {
 			fmt.Fprintf(c.stderr, "lvsctl: reload refused:\n%s\n", ce.Message)
 			return exitFailed
 		}

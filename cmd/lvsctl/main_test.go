@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"lvs-feedback/control"
+	"lvs-feedback/control/api"
 	"lvs-feedback/control/controltest"
 	"lvs-feedback/monitor"
 )
@@ -72,20 +73,20 @@ func contains(t *testing.T, what, s string, want ...string) {
 	}
 }
 
-func statusJSON(t *testing.T, r *controltest.Rig) control.Status {
+func statusJSON(t *testing.T, r *controltest.Rig) api.Status {
 	t.Helper()
 	code, out, _ := lvsctl(t, r, "status", "-o", "json")
 	if code != 0 {
 		t.Fatalf("status -o json: exit %d", code)
 	}
-	var st control.Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status -o json: %v\n%s", err, out)
 	}
 	return st
 }
 
-func server(t *testing.T, st control.Status, name string) control.ServerStatus {
+func server(t *testing.T, st api.Status, name string) api.ServerStatus {
 	t.Helper()
 	for _, s := range st.Services {
 		for _, srv := range s.Servers {
@@ -95,7 +96,7 @@ func server(t *testing.T, st control.Status, name string) control.ServerStatus {
 		}
 	}
 	t.Fatalf("server %s not in status", name)
-	return control.ServerStatus{}
+	return api.ServerStatus{}
 }
 
 func TestStatus(t *testing.T) {
@@ -135,22 +136,22 @@ func TestStatus(t *testing.T) {
 	}
 
 	st := statusJSON(t, r)
-	if st.Version != control.ProtocolVersion || st.Cycle == nil || !st.Reload.OK {
+	if st.Version != api.ProtocolVersion || st.Cycle == nil || !st.Reload.OK {
 		t.Errorf("status header: %+v", st)
 	}
 	a, b, c := server(t, st, rsA), server(t, st, rsB), server(t, st, rsC)
-	if a.State != control.StateActive || a.Load == nil || a.Inputs == nil || a.ActiveConns != 7 || a.InactiveConns != 31 ||
+	if a.State != api.StateActive || a.Load == nil || a.Inputs == nil || a.ActiveConns != 7 || a.InactiveConns != 31 ||
 		a.AgentAgeSeconds == nil || *a.AgentAgeSeconds != 0 || a.KernelWeight <= 10 || a.DefaultWeight != 10 {
 		t.Errorf("A: %+v", a)
 	}
-	if b.State != control.StateDrained || b.KernelWeight != 0 || b.Load != nil || b.Ownership != "drained" {
+	if b.State != api.StateDrained || b.KernelWeight != 0 || b.Load != nil || b.Ownership != "drained" {
 		t.Errorf("B: %+v", b)
 	}
 	// B's agent answered in the first cycle, one interval ago.
 	if b.AgentAgeSeconds == nil || *b.AgentAgeSeconds != 1 {
 		t.Errorf("B's last good poll: %v, want 1 s ago", b.AgentAgeSeconds)
 	}
-	if c.State != control.StateAgentFailing || c.AgentError == "" || c.KernelWeight != 10 {
+	if c.State != api.StateAgentFailing || c.AgentError == "" || c.KernelWeight != 10 {
 		t.Errorf("C: %+v", c)
 	}
 
@@ -158,7 +159,7 @@ func TestStatus(t *testing.T) {
 	r.Advance(30 * time.Second)
 	r.Cycle()
 	st = statusJSON(t, r)
-	if c := server(t, st, rsC); c.State != control.StateAgentStale || c.Load == nil || c.AgentAgeSeconds == nil || *c.AgentAgeSeconds != 32 {
+	if c := server(t, st, rsC); c.State != api.StateAgentStale || c.Load == nil || c.AgentAgeSeconds == nil || *c.AgentAgeSeconds != 32 {
 		t.Errorf("C after 31 s: %+v (age %v)", c, c.AgentAgeSeconds)
 	}
 	_, out, _ = lvsctl(t, r, "status")
@@ -269,7 +270,7 @@ func TestUndrain(t *testing.T) {
 	}
 	r.Cycle()
 	st := statusJSON(t, r)
-	if b := server(t, st, rsB); b.State != control.StateRamping || b.Ramp >= 1 || b.Ownership != "managed" {
+	if b := server(t, st, rsB); b.State != api.StateRamping || b.Ramp >= 1 || b.Ownership != "managed" {
 		t.Errorf("B after undrain: %+v", b)
 	}
 	_, out, _ = lvsctl(t, r, "status")
@@ -279,7 +280,7 @@ func TestUndrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Cycle()
-	if c := server(t, statusJSON(t, r), rsC); c.State != control.StateDrained {
+	if c := server(t, statusJSON(t, r), rsC); c.State != api.StateDrained {
 		t.Errorf("C drained with ipvsadm: %+v", c)
 	}
 }
@@ -322,7 +323,7 @@ func TestExplain(t *testing.T) {
 	if code != 0 {
 		t.Fatal("explain -o json failed")
 	}
-	var e control.Explanation
+	var e api.Explanation
 	if err := json.Unmarshal([]byte(out), &e); err != nil {
 		t.Fatal(err)
 	}
@@ -488,9 +489,9 @@ func TestErrors(t *testing.T) {
 func TestStatusShowsSync(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC)
 	ok := now.Add(-2 * time.Second)
-	st := control.Status{Now: now, Reload: control.ReloadStatus{OK: true}, Sync: &control.SyncStatus{
+	st := api.Status{Now: now, Reload: api.ReloadStatus{OK: true}, Sync: &api.SyncStatus{
 		ID: "director-b", Role: "standby", Writer: false, Phase: "standby", Epoch: 7, Leader: "director-a@7",
-		Peers: []control.SyncPeer{
+		Peers: []api.SyncPeer{
 			{Address: "10.0.0.1:9773", LastOK: &ok},
 			{Address: "10.0.0.3:9773", Unreachable: true, LastError: "dial tcp 10.0.0.3:9773: connection refused"},
 		},
