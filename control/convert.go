@@ -9,6 +9,7 @@ import (
 
 	"lvs-feedback/control/api"
 	"lvs-feedback/monitor"
+	"lvs-feedback/policy"
 )
 
 // ServerState returns the api.State* value of a destination in a cycle report:
@@ -16,17 +17,17 @@ import (
 // stale, ramping, agent failing, active.
 func ServerState(d monitor.DestStatus) string {
 	switch {
-	case d.State == monitor.DrainedByOperator:
+	case d.State == policy.DrainedByOperator:
 		return api.StateDrained
-	case d.State == monitor.Down:
+	case d.State == policy.Down:
 		return api.StateDown
-	case d.Frozen:
+	case d.Decision.Trace.Frozen:
 		return api.StateFrozen
 	case d.ProbeErr != nil:
 		return api.StateUnreachable
 	case d.AgentStale:
 		return api.StateAgentStale
-	case d.Ramp > 0 && d.Ramp < 1:
+	case d.Decision.Trace.Ramp > 0 && d.Decision.Trace.Ramp < 1:
 		return api.StateRamping
 	case d.AgentErr != nil:
 		return api.StateAgentFailing
@@ -48,11 +49,11 @@ func finite(v float64) *float64 {
 	return &v
 }
 
-func coefficientMap(c monitor.Coefficients) map[string]float64 {
+func coefficientMap(c policy.Coefficients) map[string]float64 {
 	return map[string]float64{"input": c.Input, "cpu": c.CPU, "memory": c.Memory, "disk": c.Disk, "response": c.Response, "process": c.Process}
 }
 
-func weightParams(p monitor.WeightParams) api.WeightParams {
+func weightParams(p policy.WeightParams) api.WeightParams {
 	return api.WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
 }
 
@@ -97,8 +98,6 @@ func (s *Server) status(st monitor.Status) api.Status {
 	for i := range st.LastCycle.Dests {
 		byKey[st.LastCycle.Dests[i].Key] = &st.LastCycle.Dests[i]
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, svc := range st.Config.Services {
 		ss := api.ServiceStatus{Service: svc.Key.String(), Servers: []api.ServerStatus{}}
 		for _, srv := range svc.Servers {
@@ -113,29 +112,29 @@ func (s *Server) status(st monitor.Status) api.Status {
 				ss.Servers = append(ss.Servers, row)
 				continue
 			}
-			ss.Frozen = ss.Frozen || d.Frozen
+			ss.Frozen = ss.Frozen || d.Decision.Trace.Frozen
 			row := api.ServerStatus{
 				Server:          srv.Addr.String(),
 				State:           ServerState(*d),
 				Ownership:       string(d.State),
 				KernelWeight:    d.KernelWeight,
 				DefaultWeight:   d.DefaultWeight,
-				Load:            finite(d.Load),
+				Load:            finite(d.Decision.Trace.Load),
 				ActiveConns:     d.ActiveConns,
 				InactiveConns:   d.InactiveConns,
 				NewConns:        d.NewConns,
-				Ramp:            d.Ramp,
+				Ramp:            d.Decision.Trace.Ramp,
 				ProbeRTTSeconds: d.ProbeRTT.Seconds(),
 				ProbeError:      errString(d.ProbeErr),
 				AgentError:      errString(d.AgentErr),
 				LastChange:      d.Reason,
 			}
 			if row.Load != nil {
-				in := d.Inputs
+				in := d.Decision.Trace.Inputs
 				row.Inputs = &api.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
-				row.DirectorOnly = d.AgentStale && !(d.AgentErr == nil && d.Report.Schema != 0)
+				row.DirectorOnly = d.Decision.Trace.DirectorOnly
 			}
-			if at, ok := s.agentOK[k]; ok {
+			if at := d.AgentOK; !at.IsZero() {
 				age := now.Sub(at).Seconds()
 				row.AgentLastOK, row.AgentAgeSeconds = &at, &age
 			}
@@ -146,10 +145,12 @@ func (s *Server) status(st monitor.Status) api.Status {
 	return out
 }
 
-// explanation converts the monitor's explanation, adding the raw figures
-// behind each input and the formula's numbers.
+// explanation converts the monitor's record of a server's last decision,
+// adding the raw figures behind each input. Nothing is recomputed: the
+// formula's numbers and the comparison are the ones the decision used.
 func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Explanation {
 	d := e.Dest
+	tr := d.Decision.Trace
 	out := api.Explanation{
 		Service:       d.Key.Service.String(),
 		Server:        d.Key.Dest.String(),
@@ -158,8 +159,9 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Expla
 		Ownership:     string(d.State),
 		KernelWeight:  d.KernelWeight,
 		DefaultWeight: d.DefaultWeight,
-		Load:          finite(d.Load),
-		Weight:        weightParams(e.Weight),
+		Load:          finite(tr.Load),
+		DirectorOnly:  tr.DirectorOnly,
+		Weight:        weightParams(e.Params.Weight),
 		Decision:      e.Decision,
 	}
 	var reference time.Duration
@@ -169,52 +171,20 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Expla
 		}
 	}
 	agentUsed := d.AgentErr == nil && d.Report.Schema != 0
-	out.DirectorOnly = out.Load != nil && !agentUsed && d.AgentStale
 	for _, t := range e.Terms {
 		term := api.Term{Name: t.Name, Normalised: t.Input, Coefficient: t.Coefficient, Product: t.Product}
 		term.Raw, term.RawValue, term.RawUnit = rawFigure(t.Name, d, reference, agentUsed)
 		out.Terms = append(out.Terms, term)
 	}
-
-	if !math.IsNaN(e.Step) && !d.Frozen && d.State != monitor.DrainedByOperator {
-		p := e.Weight
-		f := api.Formula{
-			Before: d.ControllerBefore, Gain: p.Gain, Target: p.Target, Load: d.Load, Step: e.Step,
-			Raw: d.ControllerBefore + e.Step, Min: float64(p.Min), Max: e.Max, Threshold: p.Threshold, Written: d.Wrote,
-			KernelBefore: -1,
+	if f := tr.Formula; f != nil {
+		p := e.Params.Weight
+		out.Formula = &api.Formula{
+			Before: f.Before, Gain: p.Gain, Target: p.Target, Load: f.Load, Step: f.Step, Raw: f.Raw,
+			Min: f.Min, Max: f.Max, After: f.After, Ramp: f.Ramp, Next: f.Next,
+			KernelBefore: d.Decision.Before, Threshold: p.Threshold, Written: d.Outcome.Wrote,
 		}
-		f.After = math.Max(f.Min, math.Min(f.Max, f.Raw))
-		f.Ramp = d.Ramp
-		if !(f.Ramp > 0 && f.Ramp <= 1) {
-			f.Ramp = 1
-		}
-		f.Next = max(p.Min, monitor.RoundWeight(f.After*f.Ramp))
-		// The formula ran this cycle only if its result is the controller
-		// weight the monitor kept (a server back from down, for one, has
-		// its weight restored instead).
-		if math.Abs(f.After-d.ControllerAfter) < 1e-9 {
-			switch {
-			case !d.Wrote:
-				f.KernelBefore = d.KernelWeight
-			default:
-				// The weight the last cycle left, or, in the first cycle a
-				// destination is seen, the kernel weight the controller
-				// started from.
-				s.mu.Lock()
-				if w, ok := s.weights[d.Key]; ok && s.weightSeen.Equal(st.LastCycle.Start) {
-					switch {
-					case w.prevOK:
-						f.KernelBefore = w.prev
-					case w.first == w.cycle && !w.unknown && d.ControllerBefore == math.Trunc(d.ControllerBefore):
-						f.KernelBefore = int(d.ControllerBefore)
-					}
-				}
-				s.mu.Unlock()
-			}
-			if f.KernelBefore >= 0 {
-				f.Passes = monitor.PassesThreshold(f.KernelBefore, f.Next, p.Threshold)
-			}
-			out.Formula = &f
+		if c := tr.Compare; c != nil {
+			out.Formula.Passes = c.Passes
 		}
 	}
 	return out
@@ -238,13 +208,13 @@ func rawFigure(name string, d monitor.DestStatus, reference time.Duration, agent
 		switch {
 		case n < 0:
 			return "no earlier counter reading: neutral 1", nil, ""
-		case d.Inputs.Input > 0 && n > 0:
-			mean := float64(n) / d.Inputs.Input
+		case d.Decision.Trace.Inputs.Input > 0 && n > 0:
+			mean := float64(n) / d.Decision.Trace.Inputs.Input
 			v := float64(n)
 			return fmt.Sprintf("%d new connections in the interval; service mean %.1f per server", n, mean), &v, "connections"
 		default:
 			v := float64(n)
-			if d.Inputs.Input == 1 {
+			if d.Decision.Trace.Inputs.Input == 1 {
 				return fmt.Sprintf("%d new connections; no traffic to measure a share from: neutral 1", n), &v, "connections"
 			}
 			return fmt.Sprintf("%d new connections in the interval", n), &v, "connections"
@@ -265,7 +235,7 @@ func rawFigure(name string, d monitor.DestStatus, reference time.Duration, agent
 	switch name {
 	case "cpu":
 		if d.CPUSpan > 0 {
-			v := d.Inputs.CPU
+			v := d.Decision.Trace.Inputs.CPU
 			return fmt.Sprintf("%.1f%% busy over the last %.1fs (the agent's running totals) on %g CPUs", v*100, d.CPUSpan, raw.CPUs), &v, "busy fraction"
 		}
 		v := raw.CPUBusy

@@ -64,24 +64,7 @@ type Server struct {
 	srv  *http.Server
 
 	mu         sync.Mutex
-	agentSeen  time.Time                       // start of the last cycle whose agent polls were recorded
-	weightSeen time.Time                       // start of the last cycle ObserveCycle recorded
-	cycles     int                             // cycles ObserveCycle recorded
-	agentOK    map[monitor.DestKey]time.Time   // last good agent poll
-	weights    map[monitor.DestKey]weightAfter // kernel weight after each observed cycle
 	closedPath bool
-}
-
-// weightAfter is the kernel weight of a destination after the last two
-// observed cycles. prevOK is false when the earlier figure is not known to
-// be the weight the last cycle started from.
-type weightAfter struct {
-	cur, prev int
-	prevOK    bool
-	curSet    bool
-	cycle     int  // the cycle (count of ObserveCycle calls) cur is from
-	first     int  // the cycle the destination was first seen in
-	unknown   bool // an operator request changed the weight between cycles
 }
 
 // Listen creates the control socket (see the package documentation for its
@@ -101,11 +84,9 @@ func Listen(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		ln:      peerListener{UnixListener: ln, uid: os.Geteuid(), log: opts.Logger},
-		agentOK: map[monitor.DestKey]time.Time{},
-		weights: map[monitor.DestKey]weightAfter{},
+		opts: opts,
+		log:  opts.Logger,
+		ln:   peerListener{UnixListener: ln, uid: os.Geteuid(), log: opts.Logger},
 	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
@@ -148,59 +129,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// ObserveCycle records what the status needs from each cycle and the
-// monitor does not keep: when each server's agent last answered, and the
-// kernel weight each cycle started from. Call it after every cycle from
-// the first (the afterCycle of monitor.Run); without it the status derives
-// the agent figures from the cycles it happens to see, and explain may not
-// know the kernel weight a write replaced.
-func (s *Server) ObserveCycle(rep monitor.CycleReport) {
-	s.observe(rep, true)
-}
-
-func (s *Server) observe(rep monitor.CycleReport, everyCycle bool) {
-	if rep.Start.IsZero() {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !rep.Start.Equal(s.agentSeen) {
-		s.agentSeen = rep.Start
-		for _, d := range rep.Dests {
-			if d.AgentErr == nil && d.Report.Schema != 0 {
-				s.agentOK[d.Key] = rep.Start
-			}
-		}
-	}
-	// The weight history needs every cycle: only the afterCycle hook
-	// keeps it.
-	if !everyCycle || rep.Start.Equal(s.weightSeen) {
-		return
-	}
-	s.weightSeen = rep.Start
-	s.cycles++
-	for _, d := range rep.Dests {
-		w, seen := s.weights[d.Key]
-		if !seen {
-			w.first = s.cycles
-		}
-		w.prev, w.prevOK = w.cur, w.curSet && w.cycle == s.cycles-1
-		w.cur, w.curSet, w.cycle = d.KernelWeight, true, s.cycles
-		s.weights[d.Key] = w
-	}
-}
-
-// forgetWeight marks a destination's weight history unknown: an operator
-// request changed the weight between cycles.
-func (s *Server) forgetWeight(k monitor.DestKey) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w, ok := s.weights[k]; ok {
-		w.curSet, w.prevOK, w.unknown = false, false, true
-		s.weights[k] = w
-	}
-}
-
 // Handler returns the protocol's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -237,6 +165,8 @@ func writeMonitorError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, ipvs.ErrWeightChanged):
 		writeError(w, http.StatusConflict, api.CodeConflict, err.Error()+"; another tool changed the weight, try again")
+	case errors.Is(err, monitor.ErrDryRun):
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
@@ -283,9 +213,7 @@ func (s *Server) bodyTarget(w http.ResponseWriter, r *http.Request) (monitor.Des
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, _ *http.Request) {
-	st := s.opts.Monitor.Status()
-	s.observe(st.LastCycle, false)
-	writeJSON(w, http.StatusOK, s.status(st))
+	writeJSON(w, http.StatusOK, s.status(s.opts.Monitor.Status()))
 }
 
 func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
@@ -361,7 +289,6 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 		writeMonitorError(w, err)
 		return
 	}
-	s.forgetWeight(k)
 	s.log.Info("control: drain", "service", k.Service, "server", k.Dest)
 	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String(), Weight: 0,
 		Message: "drained: weight 0, existing connections finish, no new ones; kept across restarts until undrained"}
@@ -380,7 +307,6 @@ func (s *Server) handleUndrain(w http.ResponseWriter, r *http.Request) {
 		writeMonitorError(w, err)
 		return
 	}
-	s.forgetWeight(k)
 	s.log.Info("control: undrain", "service", k.Service, "server", k.Dest)
 	st := s.opts.Monitor.Status()
 	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String()}

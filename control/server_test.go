@@ -221,11 +221,12 @@ func TestExplanationAddsUp(t *testing.T) {
 		}
 		sum += term.Product
 	}
-	if e.Load == nil || *e.Load != m.Dest.Load || abs(sum-*e.Load) > 1e-12 {
-		t.Errorf("load %v, terms sum to %v, monitor %v", e.Load, sum, m.Dest.Load)
+	tr := m.Dest.Decision.Trace
+	if e.Load == nil || *e.Load != tr.Load || abs(sum-*e.Load) > 1e-12 {
+		t.Errorf("load %v, terms sum to %v, monitor %v", e.Load, sum, tr.Load)
 	}
-	if f := e.Formula; f == nil || f.Step != m.Step || f.After != m.Dest.ControllerAfter || f.Next != m.Dest.KernelWeight {
-		t.Errorf("formula %+v, monitor step %v after %v kernel %d", e.Formula, m.Step, m.Dest.ControllerAfter, m.Dest.KernelWeight)
+	if f := e.Formula; f == nil || tr.Formula == nil || f.Step != tr.Formula.Step || f.After != tr.CtrlAfter || f.Next != m.Dest.KernelWeight || f.KernelBefore != m.Dest.Decision.Before {
+		t.Errorf("formula %+v, monitor %+v after %v kernel %d", e.Formula, tr.Formula, tr.CtrlAfter, m.Dest.KernelWeight)
 	}
 	if e.Decision != m.Decision {
 		t.Errorf("decision %q, monitor %q", e.Decision, m.Decision)

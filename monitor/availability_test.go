@@ -30,8 +30,8 @@ func TestFailStaticFreezesInsteadOfZeroingThePool(t *testing.T) {
 			t.Errorf("frozen service: %s weight %d, want 10", rs.name, rs.w)
 		}
 	}
-	if rep.Writes != 0 || !statusOf(t, rep, rsA).Frozen {
-		t.Errorf("writes %d frozen %v, want 0 writes and frozen", rep.Writes, statusOf(t, rep, rsA).Frozen)
+	if rep.Writes != 0 || !statusOf(t, rep, rsA).Decision.Trace.Frozen {
+		t.Errorf("writes %d frozen %v, want 0 writes and frozen", rep.Writes, statusOf(t, rep, rsA).Decision.Trace.Frozen)
 	}
 	// A answers again: 1/3 ≤ 50 %, the service resumes; B goes to 0.
 	r.prober.setDown(rsA, false)
@@ -42,7 +42,7 @@ func TestFailStaticFreezesInsteadOfZeroingThePool(t *testing.T) {
 	if got := r.weight(rsC); got != 5 {
 		t.Errorf("after unfreeze: C weight %d, want 5", got)
 	}
-	if statusOf(t, rep, rsA).Frozen {
+	if statusOf(t, rep, rsA).Decision.Trace.Frozen {
 		t.Error("still frozen")
 	}
 }
@@ -81,7 +81,7 @@ func TestStaleAgent(t *testing.T) {
 	r.advance(20 * time.Second) // 40 s silent: stale
 	rep = cycle(t, m)
 	if s := statusOf(t, rep, rsA); !s.AgentStale || r.weight(rsA) != 8 {
-		t.Errorf("agent silent 40 s: stale=%v weight %d load %v, want stale and 8", s.AgentStale, r.weight(rsA), s.Load)
+		t.Errorf("agent silent 40 s: stale=%v weight %d load %v, want stale and 8", s.AgentStale, r.weight(rsA), s.Decision.Trace.Load)
 	}
 	// The agent is back at the target load: the controller continues from
 	// 8.158 without a jump back to 10.

@@ -17,6 +17,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // Config is lvs-monitor's configuration, read from TOML by LoadConfig.
@@ -36,83 +37,17 @@ type Config struct {
 	// ControlSocket is the unix socket lvsctl talks to (root only).
 	ControlSocket string `toml:"control_socket"`
 
-	Coefficients Coefficients    `toml:"coefficients"`
-	Weight       WeightParams    `toml:"weight"`
-	Availability Availability    `toml:"availability"`
-	Guard        GuardConfig     `toml:"backlog_guard"`
-	Sync         SyncConfig      `toml:"sync"`
-	Services     []ServiceConfig `toml:"service"`
+	Coefficients policy.Coefficients `toml:"coefficients"`
+	Weight       policy.WeightParams `toml:"weight"`
+	Availability policy.Availability `toml:"availability"`
+	Guard        policy.GuardParams  `toml:"backlog_guard"`
+	Sync         SyncConfig          `toml:"sync"`
+	Services     []ServiceConfig     `toml:"service"`
 }
 
-// Coefficients are the R1..R6 of the aggregate load; they sum to 1.
-type Coefficients struct {
-	Input    float64 `toml:"input"`
-	CPU      float64 `toml:"cpu"`
-	Memory   float64 `toml:"memory"`
-	Disk     float64 `toml:"disk"`
-	Response float64 `toml:"response"`
-	Process  float64 `toml:"process"`
-}
-
-// Sum returns R1+…+R6.
-func (c Coefficients) Sum() float64 {
-	return c.Input + c.CPU + c.Memory + c.Disk + c.Response + c.Process
-}
-
-// WeightParams are the parameters of the weight formula
-// w ← w + Gain·∛(Target − load), bounded to [Min, Scale·default].
-type WeightParams struct {
-	Gain   float64 `toml:"gain"`
-	Target float64 `toml:"target"`
-	Scale  float64 `toml:"scale"`
-	Min    int     `toml:"min"`
-	// Threshold: a weight is written only when |new − current| > Threshold.
-	Threshold int `toml:"threshold"`
-
-	// Controller chooses how weights are computed: "lvs" (the default, the
-	// LVS dynamic-feedback formula above) or "capacity" (weights in
-	// proportion to each server's measured capacity; docs/design.md).
-	Controller string `toml:"controller"`
-	// Capacity controller: the geometric decay α of the smoothing
-	// (0 = the last interval only), the relative dead-band a weight must
-	// move by to be written, and, with Anchor 0, the weight of the most
-	// capable server.
-	Smoothing  float64 `toml:"smoothing"`
-	Band       float64 `toml:"band"`
-	Resolution int     `toml:"resolution"`
-	// Saturation: a server at least this busy is saturated: its estimate
-	// may fall but not rise (UpdateCapacity), and when its service's median
-	// is below this, it has lost capacity and its lower estimate is taken
-	// at once (SaturatedAlone). 0 disables both.
-	Saturation float64 `toml:"saturation"`
-	// Anchor: the capacity controller keeps a server at its configured
-	// weight until its capacity per unit of configured weight differs from
-	// its service's median by more than this share; 0 = weights always in
-	// proportion to the estimates (resolution).
-	Anchor float64 `toml:"anchor"`
-	// Confirm: the intervals in a row a server must be beyond the anchor
-	// before it leaves its configured weight (a saturated-alone fall skips
-	// the wait).
-	Confirm int `toml:"confirm"`
-}
-
-// Availability holds the rules that keep the monitor from making an
-// incident worse (docs/design.md, "When things fail").
-type Availability struct {
-	// FreezeShare: when more than this share of a service's servers (those
-	// not drained by the operator) fail their probe in the same cycle, the
-	// director is probably the one cut off: the service's weights are
-	// frozen instead of zeroed. 1 disables the freeze.
-	FreezeShare float64 `toml:"freeze_share"`
-	// AgentExpiry: an agent silent for longer than this while its server
-	// answers is stale; the server's load is then computed from the
-	// director's own inputs (INPUT and RESPONSE, renormalised). Until then
-	// the weight is kept.
-	AgentExpiry time.Duration `toml:"agent_expiry"`
-	// SlowStart: a server back from down, or undrained, ramps from
-	// SlowStartFloor of its weight to all of it over this window. 0 disables.
-	SlowStart      time.Duration `toml:"slow_start"`
-	SlowStartFloor float64       `toml:"slow_start_floor"`
+// Policy returns the settings that shape decisions.
+func (c Config) Policy() policy.Params {
+	return policy.Params{Coefficients: c.Coefficients, Weight: c.Weight, Availability: c.Availability, Guard: c.Guard}
 }
 
 // SyncConfig makes this director one of a synchronised group
@@ -181,11 +116,11 @@ func DefaultConfig() Config {
 		AgentPort:     agent.DefaultPort,
 		MetricsListen: ":9772",
 		ControlSocket: "/run/lvs-monitor/control.sock",
-		Coefficients:  Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
-		Weight: WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: "capacity", Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
-		Availability: Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
-		Guard:        GuardConfig{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
+		Coefficients:  policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
+		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
+			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
+		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
+		Guard:        policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
 	}
 }
 
@@ -327,10 +262,8 @@ func (cfg *Config) check(name string, data []byte) error {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
 	}
 
-	switch w.Controller {
-	case "lvs", "capacity":
-	default:
-		bad("weight.controller", "must be \"lvs\" or \"capacity\", got %q", w.Controller)
+	if _, err := policy.NewController(w); err != nil {
+		bad("weight.controller", "must be %q or %q, got %q", policy.ControllerCapacity, policy.ControllerLVS, w.Controller)
 	}
 	if !(w.Smoothing >= 0 && w.Smoothing < 1) {
 		bad("weight.smoothing", "must be from 0 to below 1, got %v", w.Smoothing)

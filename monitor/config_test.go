@@ -2,12 +2,14 @@ package monitor
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 func TestExampleConfigParses(t *testing.T) {
@@ -132,3 +134,8 @@ func TestLoadConfigMissingFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// webExample is the LVS document's web-cluster coefficient set.
+var webExample = policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }

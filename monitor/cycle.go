@@ -5,23 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/netip"
 	"time"
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
-// DestStatus is one destination's outcome of a cycle, for logs, the demo
-// and status displays.
+// DestStatus is one destination's outcome of a cycle: what was observed,
+// the decision made (policy.Decision, with its trace), and how applying it
+// went. Logs, metrics, status and explain read it; none recomputes it.
 type DestStatus struct {
 	Key           DestKey
-	State         Ownership
-	KernelWeight  int // after this cycle's write, if any
+	State         policy.Ownership // after this cycle's write, if any
+	KernelWeight  int              // after this cycle's write, if any
 	DefaultWeight int
-	Inputs        Inputs
-	Load          float64 // aggregate; NaN when not computed this cycle
 	ActiveConns   int
 	InactiveConns int
 	NewConns      int64 // connections in the interval; -1 when unknown
@@ -30,29 +29,21 @@ type DestStatus struct {
 	AgentErr      error
 	Report        agent.Report  // the agent's reply this cycle (zero if none)
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
-	// CPUSpan is how many seconds of the agent's sampling Inputs.CPU
+	// CPUSpan is how many seconds of the agent's sampling the CPU input
 	// averages (IntervalCPU); 0 when it is the agent's last window.
-	CPUSpan float64
-	// CapacityFactor is the anchored capacity controller's factor: the
-	// server's capacity per unit of default weight ÷ its service's median
-	// (NaN: no decision this cycle; 0 with the "lvs" controller).
-	CapacityFactor float64
-	AgentOK        time.Time // last good agent reply (zero: none since start)
-	WeightBefore   int       // kernel weight before this cycle's write
-	AgentStale     bool      // the agent has been silent longer than agent_expiry
-	Frozen         bool      // the service is frozen (fail static) this cycle
-	Ramp           float64   // slow-start factor, 1 when not ramping
-	// GuardHeld is the weight the backlog guard holds the server at, and
-	// GuardFrom its weight before the move (0: no hold; guard.go);
-	// GuardRaised: the hold is a raise, not a cut.
-	GuardHeld, GuardFrom int
-	GuardRaised          bool
-	Wrote                bool
-	Reason               string // why the weight or ownership changed, if it did
+	CPUSpan    float64
+	AgentOK    time.Time // last good agent reply (zero: none since start)
+	AgentStale bool      // the agent has been silent longer than agent_expiry
 
-	// ControllerBefore and ControllerAfter are the controller's fractional
-	// weight before and after this cycle's formula step.
-	ControllerBefore, ControllerAfter float64
+	// Decision is the cycle's decision for the destination; Decision.Before
+	// is the kernel weight as read.
+	Decision policy.Decision
+	// Outcome is how applying the decision went.
+	Outcome Outcome
+	// Reason says why the weight or ownership changed, if it did: the
+	// decision's reason when written, else the ownership change found when
+	// reading the table.
+	Reason string
 }
 
 // CycleReport is the outcome of one cycle.
@@ -61,57 +52,29 @@ type CycleReport struct {
 	Duration time.Duration
 	Dests    []DestStatus
 	Writes   int
+	// Params are the settings the cycle decided with.
+	Params policy.Params
 }
 
-// destRow carries one configured destination through the pipeline.
+// destRow carries one configured destination through a cycle.
 type destRow struct {
 	key    DestKey
-	mem    *destMemory
 	svc    *ServiceConfig
 	server *ServerConfig
 	kernel ipvs.Destination
-	rec    DestRecord
+	seen   *observed
+	state  *policy.ServerState
+	obs    policy.Observed // what policy decides from
 
-	// gathered
-	rtt      time.Duration
-	probeErr error
-	probed   bool
 	report   agent.Report
-	agentErr error
-	polled   bool
 	agentDur time.Duration
-	stale    bool // agent silent for longer than agent_expiry
-
-	// computed
-	newConns int64
-	// activeDelta: the change of the active-connection gauge since the
-	// last cycle (valid when newConns is)
-	activeDelta int
-	cpu         float64 // CPU busy fraction used this cycle (IntervalCPU)
-	cpuSpan     float64 // seconds cpu covers; 0 = the agent's last window
-	inputs      Inputs
-	load        float64
-	ramp        float64
-	capacity    int // the capacity controller's weight; 0 without an estimate
-	// capFactor: anchored, the server's capacity per unit of default
-	// weight ÷ its service's median (NaN: no decision this cycle)
-	capFactor float64
-	// saturatedAlone: the server is saturated while its service is not
-	// (SaturatedAlone) this cycle
-	saturatedAlone bool
-	frozen         bool
-	action         Action
-	reason         string // ownership change found while reconciling
-	wrote          bool
-	// weightBefore is the kernel weight before this cycle's write.
-	weightBefore int
-	// the controller weight before and after the formula, for explain
-	ctrlBefore, ctrlAfter float64
+	cpuSpan  float64
+	reason   string // ownership change found while reconciling
 }
 
 // Cycle runs one pass of the pipeline:
-// read table → reconcile ownership → gather inputs → compute load →
-// compute weight and decide → write → persist.
+// read table → reconcile ownership → gather inputs → observe → decide
+// (policy) → apply → persist.
 func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	m.opMu.Lock() // operator requests wait for the cycle, and the cycle for them
 	defer m.opMu.Unlock()
@@ -125,25 +88,16 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 		// servers'. Decide nothing on them.
 		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
 	}
-	m.computeLoads(rows)
-	var writes int
-	var wroteState bool
-	var writeErr error
-	if !m.follower { // a follower's weights come from the writer (replicate.go)
-		m.decide(rows)
-		m.checkBacklog(rows, true) // holds and releases; cuts happen between cycles
-		writes, wroteState, writeErr = m.write(rows)
+	m.observe(rows)
+	decisions := m.decide(rows)
+	outcomes := make([]Outcome, len(rows))
+	res := m.applyRows(rows, decisions, outcomes)
+	errs := []error{res.err}
+	if stateChanged || res.recordsChanged {
+		errs = append(errs, m.saveState())
 	}
-	var errs []error
-	if writeErr != nil {
-		errs = append(errs, writeErr)
-	}
-	if stateChanged || wroteState {
-		if err := m.saveState(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: writes, Dests: statuses(rows)}
+	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
+		Dests: m.statuses(rows, decisions, outcomes), Params: m.engine.Params()}
 	m.mu.Lock()
 	m.last = rep
 	m.mu.Unlock()
@@ -152,9 +106,10 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 }
 
 // readTable reads each configured service's destinations from the table and
-// returns a row for every configured server found there. Servers in the
-// table but not in the configuration are left alone; configured services or
-// servers missing from the table are noted once.
+// returns a row for every configured server found there, grouped by
+// service in configuration order. Servers in the table but not in the
+// configuration are left alone; configured services or servers missing
+// from the table are noted once.
 func (m *Monitor) readTable() []*destRow {
 	n := 0
 	for i := range m.cfg.Services {
@@ -173,20 +128,20 @@ func (m *Monitor) readTable() []*destRow {
 			}
 			continue
 		}
-		byAddr := make(map[netip.AddrPort]ipvs.Destination, len(dests))
-		for _, d := range dests {
-			byAddr[d.Addr] = d
+		byAddr := make(map[netip.AddrPort]int, len(dests))
+		for j := range dests {
+			byAddr[dests[j].Addr] = j
 		}
 		for j := range svc.Servers {
 			rs := &svc.Servers[j]
-			d, ok := byAddr[rs.Addr]
+			di, ok := byAddr[rs.Addr]
 			if !ok {
 				m.noteOnce("nodst "+svc.Key.String()+rs.Addr.String(), slog.LevelWarn, "configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
 				continue
 			}
 			delete(byAddr, rs.Addr)
 			key := DestKey{Service: svc.Key, Dest: rs.Addr}
-			backing = append(backing, destRow{key: key, mem: m.memory(key), svc: svc, server: rs, kernel: d, newConns: -1, load: math.NaN()})
+			backing = append(backing, destRow{key: key, svc: svc, server: rs, kernel: dests[di], seen: m.seenOf(key), state: m.serverState(key)})
 			rows = append(rows, &backing[len(backing)-1])
 		}
 		for addr := range byAddr {
@@ -196,18 +151,16 @@ func (m *Monitor) readTable() []*destRow {
 	return rows
 }
 
-// reconcile applies the ownership rules to every row and reports whether
-// any record changed.
+// reconcile applies the ownership rules (policy.ReconcileServer) to every
+// row and reports whether any record changed.
 func (m *Monitor) reconcile(rows []*destRow) bool {
 	changed := false
+	now := m.deps.Now()
 	for _, r := range rows {
 		rec, known := m.state[r.key]
-		res := Reconcile(rec, known, r.kernel.Weight, r.server.Weight)
-		r.rec = res.Record
+		res := policy.ReconcileServer(rec, known, r.kernel.Weight, r.server.Weight, r.state, now)
+		r.obs = policy.Observed{Record: res.Record, Configured: r.server.Weight, Kernel: r.kernel.Weight, Active: r.kernel.ActiveConns, NewConns: -1}
 		if !res.Changed {
-			if !r.mem.ctrlSet {
-				r.mem.ctrl, r.mem.ctrlSet = float64(r.kernel.Weight), true
-			}
 			continue
 		}
 		changed = true
@@ -217,14 +170,115 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 			m.localEdits = append(m.localEdits, LocalEdit{Key: r.key, Weight: r.kernel.Weight})
 		}
 		m.state[r.key] = res.Record
-		r.mem.ctrl, r.mem.ctrlSet = float64(r.kernel.Weight), true
 		r.reason = res.Reason
-		if known && rec.State != Managed && res.Record.State == Managed {
-			r.mem.rampStart = m.deps.Now() // back in rotation: slow start
-		}
-		level := slog.LevelInfo
-		m.log.Log(context.Background(), level, "ownership", "service", r.key.Service, "server", r.key.Dest,
+		m.log.Info("ownership", "service", r.key.Service, "server", r.key.Dest,
 			"weight", r.kernel.Weight, "state", res.Record.State, "reason", res.Reason)
 	}
 	return changed
+}
+
+// observe turns the rows' readings into what policy decides from: the
+// connections scheduled since the last cycle (counter deltas) and the CPU
+// busy fraction over the same interval (IntervalCPU).
+func (m *Monitor) observe(rows []*destRow) {
+	maxSpan := 2 * m.cfg.Interval.Seconds()
+	for _, r := range rows {
+		s, o := r.seen, &r.obs
+		if s.counterSet {
+			o.NewConns = int64(ipvs.ConnectionDelta(s.counter, r.kernel.Connections))
+			o.ActiveDelta = r.kernel.ActiveConns - s.active
+		}
+		s.active = r.kernel.ActiveConns
+		s.counter, s.counterSet = r.kernel.Connections, true
+		if o.Polled && o.AgentErr == nil {
+			o.CPU, r.cpuSpan = IntervalCPU(s.cpuTime, r.report.CPUTime, r.report.CPU, maxSpan)
+			o.Memory, o.Disk, o.Process = r.report.Memory, r.report.Disk, r.report.Processes
+			s.cpuTime = r.report.CPUTime
+		}
+	}
+}
+
+// decide hands each service's rows to policy and logs what policy says
+// happened to the service. A follower's decisions write nothing.
+func (m *Monitor) decide(rows []*destRow) []policy.Decision {
+	out := make([]policy.Decision, 0, len(rows))
+	now := m.deps.Now()
+	forEachService(rows, func(svc ipvs.ServiceKey, group []*destRow) {
+		obs, states := observations(group)
+		ds, ev := m.engine.Cycle(m.servicePolicy(group[0]), m.serviceState(svc), obs, states, m.follower, now)
+		switch {
+		case ev.FrozeNow:
+			m.log.Warn("service frozen: too many servers unreachable at once, the director is probably cut off; weights left as they are",
+				"service", svc, "unreachable", ev.Unreachable, "servers", ev.Eligible, "freeze_share", m.cfg.Availability.FreezeShare)
+		case ev.UnfrozeNow:
+			m.log.Info("service unfrozen: enough servers reachable again", "service", svc, "unreachable", ev.Unreachable, "servers", ev.Eligible)
+		}
+		m.noteHashing(svc, ev.GuardOffForHashing)
+		for i := range ds {
+			m.logGuard(group[i].key, &ds[i])
+		}
+		out = append(out, ds...)
+	})
+	return out
+}
+
+// forEachService calls fn for each run of rows of one service (readTable
+// returns them grouped).
+func forEachService(rows []*destRow, fn func(ipvs.ServiceKey, []*destRow)) {
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].key.Service == rows[i].key.Service {
+			j++
+		}
+		fn(rows[i].key.Service, rows[i:j])
+		i = j
+	}
+}
+
+func observations(rows []*destRow) ([]policy.Observed, []*policy.ServerState) {
+	obs := make([]policy.Observed, len(rows))
+	states := make([]*policy.ServerState, len(rows))
+	for i, r := range rows {
+		obs[i], states[i] = r.obs, r.state
+	}
+	return obs, states
+}
+
+// servicePolicy is what policy needs to know of r's service.
+func (m *Monitor) servicePolicy(r *destRow) policy.Service {
+	_, hashing := m.hashed[r.key.Service]
+	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: hashing}
+}
+
+// statuses builds the report's rows.
+func (m *Monitor) statuses(rows []*destRow, ds []policy.Decision, outs []Outcome) []DestStatus {
+	out := make([]DestStatus, len(rows))
+	for i, r := range rows {
+		d := &ds[i]
+		rec, reason := r.obs.Record, r.reason
+		if outs[i].Wrote {
+			rec, reason = d.Record, d.Reason
+		}
+		out[i] = DestStatus{
+			Key:           r.key,
+			State:         rec.State,
+			KernelWeight:  r.kernel.Weight,
+			DefaultWeight: rec.DefaultWeight(r.server.Weight),
+			ActiveConns:   r.kernel.ActiveConns,
+			InactiveConns: r.kernel.InactiveConns,
+			NewConns:      r.obs.NewConns,
+			ProbeRTT:      r.obs.RTT,
+			ProbeErr:      r.obs.ProbeErr,
+			AgentErr:      r.obs.AgentErr,
+			Report:        r.report,
+			AgentDuration: r.agentDur,
+			CPUSpan:       r.cpuSpan,
+			AgentOK:       r.seen.agentOK,
+			AgentStale:    r.obs.AgentStale,
+			Decision:      *d,
+			Outcome:       outs[i],
+			Reason:        reason,
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // stubAgents answers agent polls from a map; a missing address fails.
@@ -247,14 +248,14 @@ func TestOperatorDrainIsLeftAloneAcrossRestart(t *testing.T) {
 	if got := r.weight(rsB); got != 0 {
 		t.Fatalf("after restart B un-drained: weight %d", got)
 	}
-	if st := statusOf(t, rep, rsB).State; st != DrainedByOperator {
-		t.Errorf("B state %s, want %s", st, DrainedByOperator)
+	if st := statusOf(t, rep, rsB).State; st != policy.DrainedByOperator {
+		t.Errorf("B state %s, want %s", st, policy.DrainedByOperator)
 	}
 	// Undrain with ipvsadm: picked up, and the value becomes the default.
 	r.operatorSets(rsB, 7)
 	rep = cycle(t, m2)
 	s := statusOf(t, rep, rsB)
-	if s.State != Managed || s.DefaultWeight != 7 {
+	if s.State != policy.Managed || s.DefaultWeight != 7 {
 		t.Errorf("after undrain: state %s default %d, want managed 7", s.State, s.DefaultWeight)
 	}
 	// The same cycle runs the formula from 7 at load 0: 7 + 5·∛0.95 = 11.9,
@@ -284,7 +285,7 @@ func TestRestartRestoresServerTheDaemonZeroed(t *testing.T) {
 	if got := r.weight(rsC); got != 0 {
 		t.Fatalf("unreachable C: weight %d, want 0", got)
 	}
-	if s := statusOf(t, rep, rsC); s.State != Down || s.ProbeErr == nil {
+	if s := statusOf(t, rep, rsC); s.State != policy.Down || s.ProbeErr == nil {
 		t.Errorf("C status %+v", s)
 	}
 	// The daemon restarts while C is down; C comes back.
@@ -314,7 +315,7 @@ func TestMissingOrCorruptStateStartsSafe(t *testing.T) {
 		if got := r.weight(rsA); got != 0 {
 			t.Errorf("corrupt=%v: unexplained 0 changed to %d", corrupt, got)
 		}
-		if s := statusOf(t, rep, rsA); s.State != DrainedByOperator {
+		if s := statusOf(t, rep, rsA); s.State != policy.DrainedByOperator {
 			t.Errorf("corrupt=%v: state %s", corrupt, s.State)
 		}
 	}
@@ -330,7 +331,7 @@ func TestDeadAgentKeepsWeight(t *testing.T) {
 	if got := r.weight(rsA); got != 13 {
 		t.Errorf("agent dead, service answering: weight %d, want 13 kept", got)
 	}
-	if s := statusOf(t, rep, rsA); s.AgentErr == nil || s.State != Managed {
+	if s := statusOf(t, rep, rsA); s.AgentErr == nil || s.State != policy.Managed {
 		t.Errorf("status %+v", s)
 	}
 }
@@ -436,7 +437,7 @@ func TestTableChangesBetweenCycles(t *testing.T) {
 	must(t, r.table.AddDestination(svcKey, rsC, 4)) // keepalived adds it back
 	r.agents.set(agentOf(rsC), 0.95)
 	rep = cycle(t, m)
-	if s := statusOf(t, rep, rsC); s.State != Managed || s.KernelWeight != 4 {
+	if s := statusOf(t, rep, rsC); s.State != policy.Managed || s.KernelWeight != 4 {
 		t.Errorf("C re-added at 4: %s weight %d, want managed 4", s.State, s.KernelWeight)
 	}
 	must(t, r.table.RemoveService(svcKey))

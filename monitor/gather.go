@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // gather probes every row that is not drained and polls the agent of every
@@ -23,11 +24,11 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 	}
 	jobs := make([]job, 0, 2*len(rows))
 	for _, r := range rows {
-		if r.rec.State == DrainedByOperator {
+		if r.obs.Record.State == policy.DrainedByOperator {
 			continue
 		}
 		jobs = append(jobs, job{r: r})
-		if r.rec.State == Managed {
+		if r.obs.Record.State == policy.Managed {
 			jobs = append(jobs, job{r: r, agent: true})
 		}
 	}
@@ -55,28 +56,28 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 	}
 	var started, recovered []*destRow
 	for _, r := range rows {
-		if !r.polled {
+		if !r.obs.Polled {
 			continue
 		}
 		// Log when an agent starts or stops failing, not every interval.
-		failing := r.agentErr != nil
+		failing := r.obs.AgentErr != nil
 		switch {
-		case failing && !r.mem.agentFailing:
+		case failing && !r.seen.agentFailing:
 			started = append(started, r)
-		case !failing && r.mem.agentFailing:
+		case !failing && r.seen.agentFailing:
 			recovered = append(recovered, r)
 		case failing:
-			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.agentErr)
+			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.obs.AgentErr)
 		}
-		r.mem.agentFailing = failing
+		r.seen.agentFailing = failing
 		if !failing {
-			r.mem.agentOK = m.deps.Now()
+			r.seen.agentOK = m.deps.Now()
 		} else {
-			last := r.mem.agentOK
+			last := r.seen.agentOK
 			if last.IsZero() {
 				last = m.started
 			}
-			r.stale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
+			r.obs.AgentStale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
 		}
 	}
 	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
@@ -93,8 +94,8 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 	if len(rows) <= maxAgentLines {
 		for _, r := range rows {
 			attrs := []any{"service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr}
-			if r.agentErr != nil {
-				attrs = append(attrs, "error", r.agentErr)
+			if r.obs.AgentErr != nil {
+				attrs = append(attrs, "error", r.obs.AgentErr)
 			}
 			m.log.Log(ctx, level, msg, attrs...)
 		}
@@ -111,8 +112,8 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 	for _, svc := range order {
 		rs := bySvc[svc]
 		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].key.Dest}
-		if rs[0].agentErr != nil {
-			attrs = append(attrs, "error", rs[0].agentErr)
+		if rs[0].obs.AgentErr != nil {
+			attrs = append(attrs, "error", rs[0].obs.AgentErr)
 		}
 		m.log.Log(ctx, level, msg, attrs...)
 	}
@@ -122,8 +123,8 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 func (m *Monitor) probe(ctx context.Context, r *destRow) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
 	defer cancel()
-	r.rtt, r.probeErr = m.deps.Prober.Probe(ctx, r.key.Dest, r.svc.Probe)
-	r.probed = true
+	r.obs.RTT, r.obs.ProbeErr = m.deps.Prober.Probe(ctx, r.key.Dest, r.svc.Probe)
+	r.obs.Probed = true
 }
 
 // pollAgent fetches r's agent report, bounded by agent_timeout.
@@ -131,7 +132,7 @@ func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
 	defer cancel()
 	start := time.Now()
-	r.report, r.agentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.report, r.obs.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
 	r.agentDur = time.Since(start)
-	r.polled = true
+	r.obs.Polled = true
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // hostileAgents are agent replies a broken or hostile agent might send.
@@ -122,7 +123,7 @@ func TestHostileAgentReplies(t *testing.T) {
 	}
 	for i, h := range hostileAgents {
 		s := rep.Dests[i]
-		if s.AgentErr == nil || s.KernelWeight != 10 || s.State != Managed {
+		if s.AgentErr == nil || s.KernelWeight != 10 || s.State != policy.Managed {
 			t.Errorf("%s: agent error %v, weight %d, state %s; want an error, 10, managed", h.name, s.AgentErr, s.KernelWeight, s.State)
 		}
 		if got := testutil.ToFloat64(metrics.agentErrors.WithLabelValues(svc.String(), s.Key.Dest.String())); got != 1 {

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"lvs-feedback/policy"
 )
 
 // Metrics are lvs-monitor's Prometheus series, registered on a registry the
@@ -119,21 +121,21 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 	for _, d := range rep.Dests {
 		svc, srv := d.Key.Service.String(), d.Key.Dest.String()
 		now[[2]string{svc, srv}] = true
-		frozen[svc] = frozen[svc] || d.Frozen
+		frozen[svc] = frozen[svc] || d.Decision.Trace.Frozen
 		x.weight.WithLabelValues(svc, srv).Set(float64(d.KernelWeight))
 		x.defaultWeight.WithLabelValues(svc, srv).Set(float64(d.DefaultWeight))
-		x.drained.WithLabelValues(svc, srv).Set(b2f(d.State == DrainedByOperator))
-		x.down.WithLabelValues(svc, srv).Set(b2f(d.State == Down))
+		x.drained.WithLabelValues(svc, srv).Set(b2f(d.State == policy.DrainedByOperator))
+		x.down.WithLabelValues(svc, srv).Set(b2f(d.State == policy.Down))
 		x.agentStale.WithLabelValues(svc, srv).Set(b2f(d.AgentStale))
 		x.activeConns.WithLabelValues(svc, srv).Set(float64(d.ActiveConns))
-		x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(d.GuardHeld > 0))
+		x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(d.Decision.Trace.Guard.Held > 0))
 		x.inactiveConns.WithLabelValues(svc, srv).Set(float64(d.InactiveConns))
-		if math.IsNaN(d.Load) {
+		if load := d.Decision.Trace.Load; math.IsNaN(load) {
 			x.load.DeleteLabelValues(svc, srv)
 			x.input.DeletePartialMatch(prometheus.Labels{"service": svc, "server": srv})
 		} else {
-			x.load.WithLabelValues(svc, srv).Set(d.Load)
-			in := d.Inputs
+			x.load.WithLabelValues(svc, srv).Set(load)
+			in := d.Decision.Trace.Inputs
 			for name, v := range map[string]float64{"input": in.Input, "cpu": in.CPU, "memory": in.Memory, "disk": in.Disk, "response": in.Response, "process": in.Process} {
 				x.input.WithLabelValues(svc, srv, name).Set(v)
 			}
@@ -152,7 +154,7 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 			x.agentErrors.WithLabelValues(svc, srv) // exists from the start, at 0
 		}
 		x.probeErrors.WithLabelValues(svc, srv)
-		if d.Wrote {
+		if d.Outcome.Wrote {
 			x.writes.WithLabelValues(svc, srv).Inc()
 		} else {
 			x.writes.WithLabelValues(svc, srv)
@@ -202,7 +204,7 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 // guardChanged records what a backlog check between cycles did to one
 // server (a cycle's report carries its own): a write — a cut or a raise,
 // which hold the server (gs after it) — and whether it is held now.
-func (x *Metrics) guardChanged(k DestKey, wrote bool, gs guardState) {
+func (x *Metrics) guardChanged(k DestKey, wrote bool, gs policy.GuardState) {
 	if x == nil {
 		return
 	}
@@ -210,13 +212,13 @@ func (x *Metrics) guardChanged(k DestKey, wrote bool, gs guardState) {
 	if wrote {
 		x.writes.WithLabelValues(svc, srv).Inc()
 		switch {
-		case gs.holding() && gs.raised:
+		case gs.Holding() && gs.Raised:
 			x.guardRaises.WithLabelValues(svc, srv).Inc()
-		case gs.holding():
+		case gs.Holding():
 			x.guardCuts.WithLabelValues(svc, srv).Inc()
 		}
 	}
-	x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(gs.holding()))
+	x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(gs.Holding()))
 }
 
 func (x *Metrics) writeError(reason string) {

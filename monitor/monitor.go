@@ -12,6 +12,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -41,17 +42,19 @@ type Deps struct {
 // goroutine.
 type Monitor struct {
 	cfg    Config
+	engine *policy.Engine // decides, from cfg (rebuilt on reload)
 	dryRun bool
 	deps   Deps
 	log    *slog.Logger
 
-	state  State                   // ownership, persisted
-	mem    map[DestKey]*destMemory // what the monitor remembers between cycles, not persisted
-	noted  map[string]bool         // one-time notices already logged
-	frozen map[ipvs.ServiceKey]bool
-	// backlogMedian: per service, the median active connections per unit
-	// of weight at the last backlog check (guard.go)
-	backlogMedian map[ipvs.ServiceKey]float64
+	state State // ownership, persisted
+	// servers and services: what policy remembers between cycles, and
+	// seen: what the observation stage remembers (counters, agents); in
+	// memory only.
+	servers  map[DestKey]*policy.ServerState
+	services map[ipvs.ServiceKey]*policy.ServiceState
+	seen     map[DestKey]*observed
+	noted    map[string]bool // one-time notices already logged
 	// hashed: the services under a hashing scheduler at the last cycle
 	// (the backlog guard leaves them alone), with the scheduler's name
 	hashed  map[ipvs.ServiceKey]string
@@ -75,6 +78,10 @@ type Monitor struct {
 	reloadErr  error
 }
 
+// ErrDryRun means a request would have written a weight, and the monitor
+// runs with -dry-run: nothing was written.
+var ErrDryRun = errors.New("lvs-monitor runs with -dry-run: nothing written")
+
 // New returns a monitor for cfg (already checked by ParseConfig). It loads
 // the persisted ownership state; a missing or corrupt state file is logged
 // and the monitor starts safe: every weight-0 destination is then taken for
@@ -82,6 +89,10 @@ type Monitor struct {
 func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	if deps.Table == nil || deps.Agents == nil || deps.Prober == nil || deps.Store == nil {
 		return nil, errors.New("monitor: Table, Agents, Prober and Store are required")
+	}
+	engine, err := policy.NewEngine(cfg.Policy())
+	if err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
 	}
 	log := deps.Logger
 	if log == nil {
@@ -92,16 +103,17 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	}
 	m := &Monitor{
 		cfg:    cfg,
+		engine: engine,
 		dryRun: dryRun,
 		deps:   deps,
 		log:    log,
-		mem:    map[DestKey]*destMemory{},
-		noted:  map[string]bool{},
-		frozen: map[ipvs.ServiceKey]bool{},
 
-		backlogMedian: map[ipvs.ServiceKey]float64{},
-		hashed:        map[ipvs.ServiceKey]string{},
-		started:       deps.Now(),
+		servers:  map[DestKey]*policy.ServerState{},
+		services: map[ipvs.ServiceKey]*policy.ServiceState{},
+		seen:     map[DestKey]*observed{},
+		noted:    map[string]bool{},
+		hashed:   map[ipvs.ServiceKey]string{},
+		started:  deps.Now(),
 
 		reloaded: make(chan struct{}, 1),
 	}
@@ -120,34 +132,16 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	return m, nil
 }
 
-// destMemory is what the monitor keeps about one destination between
-// cycles, in memory only.
-type destMemory struct {
-	ctrl    float64 // the controller's fractional weight
-	ctrlSet bool
-
+// observed is what the observation stage keeps about one destination
+// between cycles, in memory only.
+type observed struct {
 	counter    uint32 // last reading of the connection counter
 	counterSet bool
 	active     int // active connections at the last reading
 
-	agentOK      time.Time // last good agent reply
-	agentFailing bool      // the last poll failed
-	rampStart    time.Time // slow start began; zero when not ramping
-
-	cpuTime *agent.CPUTime // the agent's CPU totals at the last good poll
-
-	est  float64 // capacity controller: smoothed capacity estimate
-	nobs int     // observations folded into est
-	// deviating: the anchored capacity controller has moved the server off
-	// its configured weight.
-	anchor    AnchorState
-	anchorSet bool // anchor was initialised from the kernel weight
-	// lowerBound: while the server is lightly loaded, its smoothed
-	// connections served ÷ MinCapacityBusy (nlb intervals folded in)
-	lowerBound float64
-	nlb        int
-
-	guard guardState // the backlog guard (guard.go)
+	agentOK      time.Time      // last good agent reply
+	agentFailing bool           // the last poll failed
+	cpuTime      *agent.CPUTime // the agent's CPU totals at the last good poll
 }
 
 // Run calls Cycle now and then every interval until ctx ends. A director

@@ -3,11 +3,11 @@ package monitor
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // ErrNotManaged means an operator request named a service or real server
@@ -20,7 +20,7 @@ var ErrNotManaged = errors.New("not a configured service and real server of lvs-
 
 // Drain sets a configured real server's weight to 0 as an operator drain,
 // exactly as `ipvsadm -e … -w 0` would: persisted, and never touched by the
-// monitor until undrained.
+// monitor until undrained (policy.Drain).
 func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
@@ -33,24 +33,22 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 		return err
 	}
 	rec, known := m.state[key]
-	if known && rec.State == DrainedByOperator && cur == 0 {
+	d := policy.Drain(rec, known, cur)
+	if !d.RecordChanged {
 		return nil // already drained
 	}
-	if cur != 0 {
-		if err := m.deps.Table.SetWeight(svc, dst, cur, 0); err != nil {
-			return fmt.Errorf("drain %s: %w", key, err)
-		}
+	if _, err := m.applyOne(key, &d); err != nil {
+		return fmt.Errorf("drain: %w", err)
 	}
-	m.state[key] = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
 	if m.follower {
 		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: 0})
 	}
-	m.log.Info("drained by operator (lvsctl)", "service", svc, "server", dst, "old", cur, "new", 0)
-	return m.saveState()
+	return nil
 }
 
 // Undrain gives a drained (or down) real server back its default weight —
-// the configured one, or the operator's override — ramped by slow start.
+// the configured one, or the operator's override — ramped by slow start
+// (policy.Undrain).
 func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
@@ -62,26 +60,16 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	rec := m.state[key]
-	def := rec.DefaultWeight(server.Weight)
-	av := m.cfg.Availability
-	to := rampWeight(float64(def), SlowStartFactor(0, av.SlowStart, av.SlowStartFloor), m.cfg.Weight.Min)
-	if err := m.deps.Table.SetWeight(svc, dst, cur, to); err != nil {
-		return fmt.Errorf("undrain %s: %w", key, err)
+	d := policy.Undrain(m.state[key], cur, server.Weight, m.cfg.Availability, m.cfg.Weight.Min)
+	if _, err := m.applyOne(key, &d); err != nil {
+		return fmt.Errorf("undrain: %w", err)
 	}
-	m.state[key] = DestRecord{State: Managed, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
 	if m.follower {
 		// The writer replays the default weight: its reconcile sees an
 		// undrain at the server's default and starts its own slow start.
-		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: def})
+		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: d.Record.DefaultWeight(server.Weight)})
 	}
-	mem := m.memory(key)
-	mem.ctrl, mem.ctrlSet = float64(def), true
-	if to != def {
-		mem.rampStart = m.deps.Now()
-	}
-	m.log.Info("undrained by operator (lvsctl)", "service", svc, "server", dst, "old", cur, "new", to, "default", def)
-	return m.saveState()
+	return nil
 }
 
 // Reload replaces the configuration from the next cycle on. Weights,
@@ -91,8 +79,13 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 func (m *Monitor) Reload(cfg Config) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
+	engine, err := policy.NewEngine(cfg.Policy())
+	if err != nil { // ParseConfig refuses such a configuration
+		m.ReloadFailed(err)
+		return
+	}
 	m.mu.Lock()
-	m.cfg = cfg
+	m.cfg, m.engine = cfg, engine
 	m.reloadedAt, m.reloadErr = m.deps.Now(), nil
 	m.mu.Unlock()
 	m.deps.Metrics.reload(true, float64(m.reloadedAt.Unix()))
@@ -131,19 +124,14 @@ func (m *Monitor) Status() Status {
 	return Status{LastCycle: m.last, Config: m.cfg, ReloadedAt: m.reloadedAt, ReloadErr: m.reloadErr, Sync: m.sync}
 }
 
-// Explanation is the whole computation of one server's weight in the last
-// cycle, for `lvsctl explain`.
+// Explanation is the record of one server's weight in the last cycle,
+// for `lvsctl explain`: what was observed, the decision with its trace,
+// and the settings it was made with.
 type Explanation struct {
-	Dest         DestStatus
-	Coefficients Coefficients
-	Weight       WeightParams
-	Terms        []Term // coefficient × normalised input, in the formula's order
-	// Step is gain·∛(target − load), the formula's change this cycle
-	// (NaN when the formula did not run).
-	Step float64
-	// Max is the weight cap, scale × default weight.
-	Max float64
-	// Decision says what was done with the result and why.
+	Dest   DestStatus
+	Params policy.Params
+	Terms  []Term // coefficient × normalised input, in the formula's order
+	// Decision says what was done and why, in words.
 	Decision string
 }
 
@@ -155,7 +143,7 @@ type Term struct {
 	Product     float64
 }
 
-// Explain returns the last cycle's computation for one real server.
+// Explain returns the last cycle's record for one real server.
 func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation, error) {
 	st := m.Status()
 	var d *DestStatus
@@ -167,9 +155,9 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 	if d == nil {
 		return Explanation{}, fmt.Errorf("%s %s: %w (or not in the IPVS table at the last cycle)", svc, dst, ErrNotManaged)
 	}
-	c, p := st.Config.Coefficients, st.Config.Weight
-	in := d.Inputs
-	e := Explanation{Dest: *d, Coefficients: c, Weight: p, Step: math.NaN(), Max: maxWeightFor(d.DefaultWeight, p)}
+	p := st.LastCycle.Params
+	c, in := p.Coefficients, d.Decision.Trace.Inputs
+	e := Explanation{Dest: *d, Params: p, Decision: Verdict(*d)}
 	for _, t := range []Term{
 		{"input", in.Input, c.Input, 0}, {"cpu", in.CPU, c.CPU, 0}, {"memory", in.Memory, c.Memory, 0},
 		{"disk", in.Disk, c.Disk, 0}, {"response", in.Response, c.Response, 0}, {"process", in.Process, c.Process, 0},
@@ -177,63 +165,20 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 		t.Product = t.Input * t.Coefficient
 		e.Terms = append(e.Terms, t)
 	}
-	if !math.IsNaN(d.Load) && p.Controller != "capacity" {
-		e.Step = p.Gain * math.Cbrt(p.Target-d.Load)
-	}
-	e.Decision = explainDecision(*d, p, st.Config.Guard)
 	return e, nil
 }
 
-func explainDecision(d DestStatus, p WeightParams, g GuardConfig) string {
-	switch {
-	case d.State == DrainedByOperator:
-		return "drained by the operator: not touched"
-	case d.Frozen:
-		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
-	case d.Wrote:
-		return fmt.Sprintf("written: %s", d.Reason)
-	case d.ProbeErr != nil:
-		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers", d.ProbeErr)
-	case math.IsNaN(d.Load) && d.AgentErr != nil:
-		return fmt.Sprintf("agent failed (%v), service answering: weight kept", d.AgentErr)
-	case math.IsNaN(d.Load):
-		return "no load computed: weight kept"
-	}
-	next := RoundWeight(d.ControllerAfter * d.Ramp)
-	if d.GuardHeld > 0 && d.GuardRaised {
-		return fmt.Sprintf("backlog guard: weight held at %d (raised from %d: far below its share of active connections while the service's backlog grew) until its active connections per unit of its weight %d are back to at least 1/%.1f of the service's median; the controller's weight is not written below it",
-			d.GuardHeld, d.GuardFrom, d.GuardFrom, g.Release)
-	}
-	if d.GuardHeld > 0 {
-		return fmt.Sprintf("backlog guard: weight held at %d (cut from %d) until the server's active connections per unit of its weight %d are back within %.1f× the service's median; the controller's weight is not written above it",
-			d.GuardHeld, d.GuardFrom, d.GuardFrom, g.Release)
-	}
-	if p.Controller == "capacity" {
-		if d.ControllerAfter == 0 || (p.Anchor > 0 && math.IsNaN(d.CapacityFactor)) {
-			return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",
-				MinCapacityBusy*100, MinCapacityBusy*50)
-		}
-		if p.Anchor > 0 {
-			what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", d.CapacityFactor)
-			if next == d.DefaultWeight {
-				what += fmt.Sprintf(" (within the anchor: the default weight %d)", next)
-			}
-			if next == d.KernelWeight {
-				return fmt.Sprintf("not written: %s; the kernel has %d already", what, next)
-			}
-			return fmt.Sprintf("not written: %s; weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
-				what, next, d.KernelWeight, abs(next-d.KernelWeight), p.Band*100)
-		}
-		return fmt.Sprintf("not written: capacity weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
-			next, d.KernelWeight, abs(next-d.KernelWeight), p.Band*100)
-	}
-	return fmt.Sprintf("not written: new weight %d differs from the kernel's %d by %d, not more than the threshold %d",
-		next, d.KernelWeight, abs(next-d.KernelWeight), p.Threshold)
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
+// Verdict says what became of a destination's decision: the decision's
+// own verdict, and for a write how it went.
+func Verdict(d DestStatus) string {
+	v := d.Decision.Trace.Verdict
+	switch o := d.Outcome; {
+	case o.Wrote:
+		return "written: " + v
+	case o.DryRun:
+		return "not written (dry run): " + v
+	case o.Err != nil:
+		return fmt.Sprintf("not written (%v): %s", o.Err, v)
 	}
 	return v
 }
@@ -268,12 +213,33 @@ func (m *Monitor) kernelWeight(svc ipvs.ServiceKey, dst netip.AddrPort) (int, er
 	return 0, fmt.Errorf("%s %s: %w", svc, dst, ipvs.ErrNotFound)
 }
 
-// memory returns the in-memory record of a destination, creating it.
-func (m *Monitor) memory(key DestKey) *destMemory {
-	mem := m.mem[key]
-	if mem == nil {
-		mem = &destMemory{}
-		m.mem[key] = mem
+// serverState returns what policy remembers of a destination, creating it.
+func (m *Monitor) serverState(key DestKey) *policy.ServerState {
+	st := m.servers[key]
+	if st == nil {
+		st = &policy.ServerState{}
+		m.servers[key] = st
 	}
-	return mem
+	return st
+}
+
+// serviceState returns what policy remembers of a service, creating it.
+func (m *Monitor) serviceState(svc ipvs.ServiceKey) *policy.ServiceState {
+	st := m.services[svc]
+	if st == nil {
+		st = &policy.ServiceState{}
+		m.services[svc] = st
+	}
+	return st
+}
+
+// seenOf returns what the observation stage remembers of a destination,
+// creating it.
+func (m *Monitor) seenOf(key DestKey) *observed {
+	s := m.seen[key]
+	if s == nil {
+		s = &observed{}
+		m.seen[key] = s
+	}
+	return s
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lvs-feedback/policy"
 )
 
 func TestDrainAndUndrain(t *testing.T) {
@@ -23,7 +25,7 @@ func TestDrainAndUndrain(t *testing.T) {
 	// A restart keeps the drain.
 	m = r.monitor(false)
 	rep := cycle(t, m)
-	if s := statusOf(t, rep, rsB); s.State != DrainedByOperator || s.KernelWeight != 0 {
+	if s := statusOf(t, rep, rsB); s.State != policy.DrainedByOperator || s.KernelWeight != 0 {
 		t.Fatalf("after cycles and a restart: %s weight %d", s.State, s.KernelWeight)
 	}
 	must(t, m.Drain(svcKey, rsB)) // draining twice is fine
@@ -35,7 +37,7 @@ func TestDrainAndUndrain(t *testing.T) {
 	r.advance(30 * time.Second)
 	rep = cycle(t, m)
 	// The ramp is over; the formula ran from 10 at load 0: 14.9 → 15.
-	if s := statusOf(t, rep, rsB); s.State != Managed || s.KernelWeight != 15 || s.DefaultWeight != 10 {
+	if s := statusOf(t, rep, rsB); s.State != policy.Managed || s.KernelWeight != 15 || s.DefaultWeight != 10 {
 		t.Errorf("after the ramp: %s weight %d default %d, want managed 15 default 10", s.State, s.KernelWeight, s.DefaultWeight)
 	}
 	if err := m.Drain(svcKey, rsX); !errors.Is(err, ErrNotManaged) {
@@ -83,11 +85,15 @@ func TestExplain(t *testing.T) {
 		sum += term.Product
 	}
 	// load = 1·0.825; step = 5·∛0.125 = 2.5; 10 → 12.5 → 13 written.
-	if !near(sum, 0.825) || !near(e.Dest.Load, 0.825) || !near(e.Step, 2.5) || e.Max != 100 {
-		t.Errorf("explain: terms sum %v load %v step %v max %v", sum, e.Dest.Load, e.Step, e.Max)
+	f := e.Dest.Decision.Trace.Formula
+	if f == nil {
+		t.Fatal("explain: no formula step recorded")
 	}
-	if e.Dest.ControllerBefore != 10 || e.Dest.ControllerAfter != 12.5 || !strings.HasPrefix(e.Decision, "written") {
-		t.Errorf("explain: controller %v → %v, decision %q", e.Dest.ControllerBefore, e.Dest.ControllerAfter, e.Decision)
+	if !near(sum, 0.825) || !near(e.Dest.Decision.Trace.Load, 0.825) || !near(f.Step, 2.5) || f.Max != 100 || f.Next != 13 {
+		t.Errorf("explain: terms sum %v load %v step %v max %v next %d", sum, e.Dest.Decision.Trace.Load, f.Step, f.Max, f.Next)
+	}
+	if e.Dest.Decision.Trace.CtrlBefore != 10 || e.Dest.Decision.Trace.CtrlAfter != 12.5 || !strings.HasPrefix(e.Decision, "written") {
+		t.Errorf("explain: controller %v → %v, decision %q", e.Dest.Decision.Trace.CtrlBefore, e.Dest.Decision.Trace.CtrlAfter, e.Decision)
 	}
 	// C at target: not written, and the explanation says why.
 	e, err = m.Explain(svcKey, rsC)
@@ -98,8 +104,8 @@ func TestExplain(t *testing.T) {
 	if _, err := m.Explain(svcKey, netip.MustParseAddrPort("203.0.113.1:80")); !errors.Is(err, ErrNotManaged) {
 		t.Errorf("explain unknown: %v", err)
 	}
-	if math.IsNaN(e.Step) {
-		t.Error("step NaN for a computed load")
+	if f := e.Dest.Decision.Trace.Formula; f == nil || math.IsNaN(f.Step) {
+		t.Errorf("formula step %v for a computed load", f)
 	}
 }
 

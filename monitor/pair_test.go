@@ -14,6 +14,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -221,7 +222,7 @@ func TestDirectorPair(t *testing.T) {
 		st := a.m.Status()
 		for _, s := range st.LastCycle.Dests {
 			if s.Key.Dest == rsC {
-				return s.State == DrainedByOperator && a.weights(t)[rsC] == 0
+				return s.State == policy.DrainedByOperator && a.weights(t)[rsC] == 0
 			}
 		}
 		return false
@@ -233,7 +234,7 @@ func TestDirectorPair(t *testing.T) {
 	var ctrlB float64
 	for _, s := range a.m.Status().LastCycle.Dests {
 		if s.Key.Dest == rsB {
-			ctrlB = s.ControllerAfter
+			ctrlB = s.Decision.Trace.CtrlAfter
 		}
 	}
 	eventually(t, 5*time.Second, "b holds a's last state", func() bool { return sameWeights(last, b.weights(t)) })
@@ -251,7 +252,7 @@ func TestDirectorPair(t *testing.T) {
 	b.agents.set(agentOf(rsB), 0)
 	eventually(t, 10*time.Second, "b raises B", func() bool { return b.weights(t)[rsB] != last[rsB] })
 	w := b.weights(t)
-	want := RoundWeight(NextWeight(ctrlB, 0, 10, DefaultConfig().Weight))
+	want := policy.RoundWeight(policy.NextWeight(ctrlB, 0, 10, DefaultConfig().Weight))
 	if w[rsB] != want {
 		t.Errorf("after failover B went %d → %d, want %d (continuing from a's controller weight %.3f)", last[rsB], w[rsB], want, ctrlB)
 	}

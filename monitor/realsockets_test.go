@@ -13,6 +13,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // startAgent runs a real lvs-agent handler with a real sampler of this test
@@ -120,12 +121,12 @@ agent = %q
 		if s.AgentErr != nil || s.ProbeErr != nil {
 			t.Fatalf("%s: agent error %v, probe error %v", s.Key, s.AgentErr, s.ProbeErr)
 		}
-		if s.ProbeRTT <= 0 || s.Load < 0 || s.Load > 1 {
-			t.Errorf("%s: rtt %v load %v", s.Key, s.ProbeRTT, s.Load)
+		if s.ProbeRTT <= 0 || s.Decision.Trace.Load < 0 || s.Decision.Trace.Load > 1 {
+			t.Errorf("%s: rtt %v load %v", s.Key, s.ProbeRTT, s.Decision.Trace.Load)
 		}
 		// A lightly loaded test process: the weight rises from 10.
 		if s.KernelWeight <= 10 {
-			t.Errorf("%s: weight %d, want above 10 for a light load %.3f", s.Key, s.KernelWeight, s.Load)
+			t.Errorf("%s: weight %d, want above 10 for a light load %.3f", s.Key, s.KernelWeight, s.Decision.Trace.Load)
 		}
 	}
 
@@ -136,20 +137,20 @@ agent = %q
 	}
 	time.Sleep(5 * agent.MinInterval)
 	rep = cycle(t, m)
-	if s := statusOf(t, rep, rs1); !(s.CPUSpan >= 2*agent.MinInterval.Seconds()) || s.Inputs.CPU < 0 || s.Inputs.CPU > 1 {
-		t.Errorf("second poll: cpu %v over %vs, want a busy fraction over at least %v", s.Inputs.CPU, s.CPUSpan, 2*agent.MinInterval)
+	if s := statusOf(t, rep, rs1); !(s.CPUSpan >= 2*agent.MinInterval.Seconds()) || s.Decision.Trace.Inputs.CPU < 0 || s.Decision.Trace.Inputs.CPU > 1 {
+		t.Errorf("second poll: cpu %v over %vs, want a busy fraction over at least %v", s.Decision.Trace.Inputs.CPU, s.CPUSpan, 2*agent.MinInterval)
 	}
 
 	// The real server stops answering: weight 0; it answers again: restored.
 	before := statusOf(t, rep, rs2).KernelWeight
 	stopRS2()
 	rep = cycle(t, m)
-	if s := statusOf(t, rep, rs2); s.KernelWeight != 0 || s.State != Down {
+	if s := statusOf(t, rep, rs2); s.KernelWeight != 0 || s.State != policy.Down {
 		t.Fatalf("stopped server: weight %d state %s, want 0 down", s.KernelWeight, s.State)
 	}
 	startBackend(t, rs2.String())
 	rep = cycle(t, m)
-	if s := statusOf(t, rep, rs2); s.KernelWeight < before || s.State != Managed {
+	if s := statusOf(t, rep, rs2); s.KernelWeight < before || s.State != policy.Managed {
 		t.Errorf("restarted server: weight %d state %s, want ≥ %d managed", s.KernelWeight, s.State, before)
 	}
 
@@ -158,7 +159,7 @@ agent = %q
 	stopAgent()
 	rep = cycle(t, m)
 	s := statusOf(t, rep, rs1)
-	if s.KernelWeight != w1 || s.State != Managed {
+	if s.KernelWeight != w1 || s.State != policy.Managed {
 		t.Errorf("dead agent: weight %d state %s, want %d kept", s.KernelWeight, s.State, w1)
 	}
 	var opErr *net.OpError

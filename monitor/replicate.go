@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -41,10 +42,10 @@ func (m *Monitor) Snapshot() scheduler.Snapshot {
 				OverriddenConfig: rec.OverriddenConfig,
 				RestoreWeight:    rec.RestoreWeight,
 			}
-			if mem := m.mem[k]; mem != nil {
-				d.Ctrl, d.CtrlSet = mem.ctrl, mem.ctrlSet
-				if !mem.rampStart.IsZero() {
-					d.Ramping, d.RampElapsed = true, now.Sub(mem.rampStart)
+			if ps := m.servers[k]; ps != nil {
+				d.Ctrl, d.CtrlSet = ps.Ctrl, ps.CtrlSet
+				if !ps.RampStart.IsZero() {
+					d.Ramping, d.RampElapsed = true, now.Sub(ps.RampStart)
 				}
 			}
 			snap.Dests = append(snap.Dests, d)
@@ -119,16 +120,24 @@ func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]Lo
 	writes := 0
 	for _, w := range ch.Writes {
 		k := DestKey(w.Key)
-		err := m.deps.Table.SetWeight(k.Service, k.Dest, w.From, w.To)
-		switch {
-		case err == nil:
+		d := policy.Write(policy.KindMirror, w.From, w.To, m.state[k], "the writer's weight")
+		d.Record, d.RecordChanged = m.state[k], false // the writer's record is taken below
+		switch out, err := m.applyOne(k, &d); {
+		case out.Wrote:
 			writes++
-		case errors.Is(err, ipvs.ErrWeightChanged), errors.Is(err, ipvs.ErrNotFound):
-			skip[k] = true // someone changed or removed it: the next cycle sees it
-		default:
+		case err != nil:
+			// Someone changed or removed it, or -dry-run: the next cycle
+			// sees what the table holds.
 			skip[k] = true
-			errs = append(errs, fmt.Errorf("apply replicated weight %s: %w", k, err))
+			if !errors.Is(err, ipvs.ErrWeightChanged) && !errors.Is(err, ipvs.ErrNotFound) && !errors.Is(err, ErrDryRun) {
+				errs = append(errs, fmt.Errorf("apply replicated weight: %w", err))
+			}
 		}
+	}
+	if m.dryRun {
+		// Records that say what this director's table does not hold would
+		// be read as another tool's edits at the next cycle.
+		return nil, errors.Join(errs...)
 	}
 	now := m.deps.Now()
 	for _, d := range snap.Dests {
@@ -136,18 +145,18 @@ func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]Lo
 		if skip[k] || !configured[k] {
 			continue
 		}
-		m.state[k] = DestRecord{
-			State:            Ownership(d.State),
+		m.state[k] = policy.DestRecord{
+			State:            policy.Ownership(d.State),
 			Written:          d.Weight,
 			DefaultOverride:  d.DefaultOverride,
 			OverriddenConfig: d.OverriddenConfig,
 			RestoreWeight:    d.RestoreWeight,
 		}
-		mem := m.memory(k)
-		mem.ctrl, mem.ctrlSet = d.Ctrl, d.CtrlSet
-		mem.rampStart = time.Time{}
+		ps := m.serverState(k)
+		ps.Ctrl, ps.CtrlSet = d.Ctrl, d.CtrlSet
+		ps.RampStart = time.Time{}
 		if d.Ramping {
-			mem.rampStart = now.Add(-d.RampElapsed)
+			ps.RampStart = now.Add(-d.RampElapsed)
 		}
 	}
 	if writes > 0 {
@@ -176,9 +185,12 @@ func (m *Monitor) ReplayEdit(k DestKey, weight int) error {
 	if cur == weight {
 		return nil
 	}
-	if err := m.deps.Table.SetWeight(k.Service, k.Dest, cur, weight); err != nil {
-		return fmt.Errorf("replay operator edit %s → %d: %w", k, weight, err)
+	// The record stays: the weight is the operator's, and the next cycle's
+	// reconcile finds it.
+	d := policy.Write(policy.KindReplay, cur, weight, m.state[k], "operator change made on another director")
+	d.Record, d.RecordChanged = m.state[k], false
+	if _, err := m.applyOne(k, &d); err != nil {
+		return fmt.Errorf("replay operator edit → %d: %w", weight, err)
 	}
-	m.log.Info("operator change made on another director replayed here", "service", k.Service, "server", k.Dest, "old", cur, "new", weight)
 	return nil
 }

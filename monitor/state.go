@@ -12,6 +12,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // DestKey names one destination of one service.
@@ -23,7 +24,7 @@ type DestKey struct {
 func (k DestKey) String() string { return k.Service.String() + " " + k.Dest.String() }
 
 // State is the persisted knowledge of who owns which weight.
-type State map[DestKey]DestRecord
+type State map[DestKey]policy.DestRecord
 
 // Store loads and saves State. FileStore is the implementation used by
 // lvs-monitor; tests may use their own.
@@ -37,8 +38,8 @@ const stateFileVersion = 1
 
 // stateFile is the JSON form of State: services → destinations → record.
 type stateFile struct {
-	Version      int                              `json:"version"`
-	Destinations map[string]map[string]DestRecord `json:"destinations"`
+	Version      int                                     `json:"version"`
+	Destinations map[string]map[string]policy.DestRecord `json:"destinations"`
 }
 
 // ErrCorruptState wraps every reason a state file cannot be used.
@@ -99,7 +100,7 @@ func decodeState(data []byte) (State, error) {
 				return nil, fmt.Errorf("%w: destination %q: %w", ErrCorruptState, dstText, err)
 			}
 			switch rec.State {
-			case Managed, DrainedByOperator, Down:
+			case policy.Managed, policy.DrainedByOperator, policy.Down:
 			default:
 				return nil, fmt.Errorf("%w: %s %s: unknown state %q", ErrCorruptState, svcText, dstText, rec.State)
 			}
@@ -113,11 +114,11 @@ func decodeState(data []byte) (State, error) {
 }
 
 func encodeState(st State) ([]byte, error) {
-	f := stateFile{Version: stateFileVersion, Destinations: map[string]map[string]DestRecord{}}
+	f := stateFile{Version: stateFileVersion, Destinations: map[string]map[string]policy.DestRecord{}}
 	for k, rec := range st {
 		svc := k.Service.String()
 		if f.Destinations[svc] == nil {
-			f.Destinations[svc] = map[string]DestRecord{}
+			f.Destinations[svc] = map[string]policy.DestRecord{}
 		}
 		f.Destinations[svc][k.Dest.String()] = rec
 	}

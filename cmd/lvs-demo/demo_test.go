@@ -18,6 +18,7 @@ import (
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
+	"lvs-feedback/policy"
 )
 
 // backendRoleEnv makes the test binary play a backend: the demo re-executes
@@ -238,8 +239,8 @@ func TestDemoConfig(t *testing.T) {
 	}
 	// A server fully busy on every input must be above the target, and an
 	// idle one far below it: that is what makes the demo work.
-	busy := monitor.AggregateLoad(monitor.Inputs{Input: 1, CPU: 1, Response: 1, Process: 1}, cfg.Coefficients)
-	idle := monitor.AggregateLoad(monitor.Inputs{Input: 1, CPU: 0.05, Response: 0.3}, cfg.Coefficients)
+	busy := policy.AggregateLoad(policy.Inputs{Input: 1, CPU: 1, Response: 1, Process: 1}, cfg.Coefficients)
+	idle := policy.AggregateLoad(policy.Inputs{Input: 1, CPU: 0.05, Response: 0.3}, cfg.Coefficients)
 	if busy <= cfg.Weight.Target || idle >= cfg.Weight.Target/2 {
 		t.Errorf("busy load %.2f, idle load %.2f; want busy above the target %.2f and idle below half of it", busy, idle, cfg.Weight.Target)
 	}

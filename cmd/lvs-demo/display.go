@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lvs-feedback/monitor"
+	"lvs-feedback/policy"
 )
 
 // cycleRecord is what the verdict needs from one cycle.
@@ -27,18 +28,13 @@ type printer struct {
 	rows        int
 	prevStart   time.Time
 	prevFailed  map[netip.AddrPort]int64
-	prevWeights map[netip.AddrPort]int
 	shownStart  bool
 	shownEnd    bool
 	shownHogErr bool
 }
 
 func newPrinter(w io.Writer, servers []*server, o options) *printer {
-	p := &printer{w: w, servers: servers, o: o, prevFailed: map[netip.AddrPort]int64{}, prevWeights: map[netip.AddrPort]int{}}
-	for _, s := range servers {
-		p.prevWeights[s.addr] = defaultWeight // as the demo built the table
-	}
-	return p
+	return &printer{w: w, servers: servers, o: o, prevFailed: map[netip.AddrPort]int64{}}
 }
 
 // preamble describes the set-up before the first row.
@@ -60,7 +56,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 		fmt.Fprintf(p.w, "%s s%d %-21s backend pid %-7d lvs-agent %s -source process:%d\n", lead, s.n, s.addr, s.pid(), s.agentAddr, s.pid())
 	}
 	fmt.Fprintf(p.w, "  client   %d requests/s, weighted round-robin over the table's current weights, a new TCP connection each\n", p.o.Rate)
-	if wp.Controller == "lvs" {
+	if wp.Controller == policy.ControllerLVS {
 		fmt.Fprintf(p.w, "  monitor  every %v: load = %s\n", cfg.Interval, formula(c))
 		fmt.Fprintf(p.w, "           RESPONSE = HTTP GET / time ÷ %v;  w ← w + %g·∛(%g − load), from %d to %g × %d = %g,\n",
 			svc.Probe.Reference, wp.Gain, wp.Target, wp.Min, wp.Scale, defaultWeight, wp.Scale*defaultWeight)
@@ -68,7 +64,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 	} else {
 		fmt.Fprintf(p.w, "  monitor  every %v, capacity controller: capacity = connections served ÷ CPU busy over the interval;\n", cfg.Interval)
 		fmt.Fprintf(p.w, "           a server keeps weight %d unless its capacity per unit of weight is more than %.0f%% off the\n", defaultWeight, wp.Anchor*100)
-		fmt.Fprintf(p.w, "           others' (then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, monitor.MinCapacityBusy*100)
+		fmt.Fprintf(p.w, "           others' (then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, policy.MinCapacityBusy*100)
 		fmt.Fprintf(p.w, "           load (shown only) = %s, RESPONSE = HTTP GET / time ÷ %v\n", formula(c), svc.Probe.Reference)
 	}
 	fmt.Fprintf(p.w, "  plan     at %v server %d burns all %d CPUs for %v (POST /hog); the run ends at %v\n",
@@ -79,7 +75,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 }
 
 // formula spells out the aggregate load with the non-zero coefficients.
-func formula(c monitor.Coefficients) string {
+func formula(c policy.Coefficients) string {
 	var parts []string
 	for _, t := range []struct {
 		r    float64
@@ -194,8 +190,8 @@ func (p *printer) block(d *monitor.DestStatus, hogged bool, elapsed time.Duratio
 		mark = "*"
 	}
 	load := "-"
-	if !math.IsNaN(d.Load) {
-		load = fmt.Sprintf("%.2f", d.Load)
+	if l := d.Decision.Trace.Load; !math.IsNaN(l) {
+		load = fmt.Sprintf("%.2f", l)
 	}
 	cpu := "-"
 	if d.AgentErr == nil && !d.Report.Time.IsZero() {
@@ -233,14 +229,8 @@ func fmtRTT(d time.Duration) string {
 // answering, a probe failing.
 func (p *printer) destEvents(s *server, d *monitor.DestStatus) []string {
 	var ev []string
-	prev, known := p.prevWeights[s.addr]
-	p.prevWeights[s.addr] = d.KernelWeight
-	if d.Wrote {
-		from := "?"
-		if known {
-			from = fmt.Sprint(prev)
-		}
-		e := fmt.Sprintf("s%d %s→%d", s.n, from, d.KernelWeight)
+	if d.Outcome.Wrote {
+		e := fmt.Sprintf("s%d %d→%d", s.n, d.Decision.Before, d.KernelWeight)
 		if !strings.HasPrefix(d.Reason, "load ") {
 			e += " (" + d.Reason + ")"
 		}

@@ -35,7 +35,9 @@ func configKeys() (leaves, tables []string) {
 			if ft.Kind() == reflect.Slice {
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[monitor.Config]().PkgPath() {
+			// A table is a struct of ours (monitor's or policy's), not
+			// a value type such as time.Duration or netip.Addr.
+			if ft.Kind() == reflect.Struct && strings.HasPrefix(ft.PkgPath(), "lvs-feedback/") {
 				tables = append(tables, key)
 				walk(ft, key+".")
 				continue

@@ -163,7 +163,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"dry_run", *dryRun, "control_socket", cfg.ControlSocket)
 	code := 0
 	if err := m.Run(ctx, func(rep monitor.CycleReport, err error) {
-		ctl.ObserveCycle(rep)
 		n.cycleDone(rep, err)
 	}); err != nil {
 		log.Error("run", "error", err)

@@ -140,7 +140,6 @@ probe_timeout = "50ms"`, 1))
 	done := make(chan error)
 	go func() {
 		done <- r.Monitor.Run(ctx, func(rep monitor.CycleReport, err error) {
-			r.Server.ObserveCycle(rep)
 			n.cycleDone(rep, err)
 		})
 	}()

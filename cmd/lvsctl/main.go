@@ -368,7 +368,7 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 			if s.LastChange != "" && s.State != api.StateAbsent {
 				notes = append(notes, fmt.Sprintf("  %s: last change: %s", s.Server, s.LastChange))
 			}
-			if s.Ownership == string(monitor.Managed) && s.State != api.StateRamping {
+			if s.Ownership == "managed" && s.State != api.StateRamping {
 				managed++
 				if s.KernelWeight < s.DefaultWeight {
 					below++

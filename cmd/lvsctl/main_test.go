@@ -17,7 +17,7 @@ import (
 	"lvs-feedback/control"
 	"lvs-feedback/control/api"
 	"lvs-feedback/control/controltest"
-	"lvs-feedback/monitor"
+	"lvs-feedback/policy"
 )
 
 const (
@@ -225,7 +225,7 @@ func TestDrainWait(t *testing.T) {
 	// Kept drained by the cycles that follow.
 	rep := r.Cycle()
 	for _, d := range rep.Dests {
-		if d.Key.Dest == controltest.A && (d.State != monitor.DrainedByOperator || d.KernelWeight != 0) {
+		if d.Key.Dest == controltest.A && (d.State != policy.DrainedByOperator || d.KernelWeight != 0) {
 			t.Errorf("after cycles: A %s weight %d", d.State, d.KernelWeight)
 		}
 	}

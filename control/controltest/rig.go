@@ -199,7 +199,6 @@ func (r *Rig) Cycle() monitor.CycleReport {
 	if err != nil {
 		r.T.Errorf("cycle: %v", err)
 	}
-	r.Server.ObserveCycle(rep)
 	return rep
 }
 

@@ -1,143 +1,11 @@
-package monitor
+package policy
 
 import (
-	"lvs-feedback/agent"
-	"lvs-feedback/ipvs"
+	"fmt"
 	"math"
-	"time"
+
+	"lvs-feedback/ipvs"
 )
-
-// Inputs are one real server's normalised inputs for one interval, each on
-// the scale 0 = idle, 1 = fully loaded, above 1 = overloaded.
-type Inputs struct {
-	Input    float64 // share of new connections relative to the service mean
-	CPU      float64
-	Memory   float64
-	Disk     float64
-	Response float64
-	Process  float64
-}
-
-// AggregateLoad combines the inputs with the coefficients R1..R6:
-//
-//	load = R1·INPUT + R2·CPU + R3·MEMORY + R4·DISK + R5·RESPONSE + R6·PROCESS
-func AggregateLoad(in Inputs, c Coefficients) float64 {
-	return c.Input*in.Input + c.CPU*in.CPU + c.Memory*in.Memory +
-		c.Disk*in.Disk + c.Response*in.Response + c.Process*in.Process
-}
-
-// NeutralInput is the INPUT of a server when the share of new connections
-// cannot be measured: no traffic reached the service in the interval, or the
-// server has no earlier counter reading yet. It is the value every server has
-// when traffic is perfectly even, so missing data neither raises nor lowers
-// a server against the others.
-const NeutralInput = 1.0
-
-// InputLoads computes INPUT_i = N_i / (ΣN_j / n) for the servers in rotation,
-// where N_i is the number of new connections server i received in the
-// interval (from counter deltas). A negative N_i means "unknown" (no earlier
-// reading): that server gets NeutralInput and is left out of the mean. When
-// no known server received any connection, every server gets NeutralInput.
-// The result is never NaN or infinite.
-func InputLoads(newConns []int64) []float64 {
-	out := make([]float64, len(newConns))
-	var sum int64
-	known := 0
-	for _, n := range newConns {
-		if n >= 0 {
-			sum += n
-			known++
-		}
-	}
-	for i, n := range newConns {
-		if n < 0 || sum == 0 {
-			out[i] = NeutralInput
-			continue
-		}
-		mean := float64(sum) / float64(known)
-		out[i] = float64(n) / mean
-	}
-	return out
-}
-
-// ResponseLoad normalises a measured response time against the reference
-// time that counts as fully loaded: RESPONSE = rtt / reference.
-func ResponseLoad(rtt, reference time.Duration) float64 {
-	if reference <= 0 || rtt < 0 {
-		return 0
-	}
-	return float64(rtt) / float64(reference)
-}
-
-// NextWeight applies the LVS dynamic-feedback formula to the controller's
-// current weight w:
-//
-//	w' = w + Gain·∛(Target − load)
-//
-// bounded to [Min, Scale·defaultWeight] (and to the kernel's maximum). At
-// load = Target the weight is unchanged; above it the weight falls, below it
-// the weight rises. The result is fractional: the controller keeps it between
-// intervals so that small steps accumulate; RoundWeight turns it into the
-// integer written to the kernel.
-func NextWeight(w, load float64, defaultWeight int, p WeightParams) float64 {
-	next := w + p.Gain*math.Cbrt(p.Target-load)
-	return clamp(next, float64(p.Min), maxWeightFor(defaultWeight, p))
-}
-
-// maxWeightFor returns SCALE·default, bounded by the kernel's maximum.
-func maxWeightFor(defaultWeight int, p WeightParams) float64 {
-	return math.Min(p.Scale*float64(defaultWeight), 65535)
-}
-
-func clamp(v, lo, hi float64) float64 {
-	if math.IsNaN(v) {
-		return lo
-	}
-	return math.Max(lo, math.Min(hi, v))
-}
-
-// RoundWeight rounds a controller weight to the integer written to the
-// kernel (half away from zero).
-func RoundWeight(w float64) int { return int(math.Round(w)) }
-
-// PassesThreshold reports whether a change from the kernel's current weight
-// to next is large enough to write: |next − current| > threshold.
-func PassesThreshold(current, next, threshold int) bool {
-	d := next - current
-	if d < 0 {
-		d = -d
-	}
-	return d > threshold
-}
-
-// DirectorOnlyLoad is the aggregate load of a server whose agent is stale:
-// only the inputs the director measures itself (INPUT and RESPONSE) count,
-// with their coefficients renormalised to sum to 1. ok is false when both
-// coefficients are 0: there is then nothing to compute a load from.
-func DirectorOnlyLoad(in Inputs, c Coefficients) (load float64, ok bool) {
-	sum := c.Input + c.Response
-	if sum <= 0 {
-		return 0, false
-	}
-	return (c.Input*in.Input + c.Response*in.Response) / sum, true
-}
-
-// ShouldFreeze reports whether a service's weights must be frozen (fail
-// static): more than share of its eligible servers failed their probe in the
-// same cycle, so the director itself is probably cut off.
-func ShouldFreeze(unreachable, eligible int, share float64) bool {
-	return eligible > 0 && float64(unreachable) > share*float64(eligible)
-}
-
-// SlowStartFactor is the share of its weight a server gets elapsed after it
-// came back (from down, or undrained): a linear ramp from floor to 1 over
-// window. window ≤ 0 disables slow start (factor 1).
-func SlowStartFactor(elapsed, window time.Duration, floor float64) float64 {
-	if window <= 0 || elapsed >= window {
-		return 1
-	}
-	return math.Max(floor, float64(max(elapsed, 0))/float64(window))
-}
 
 // SmoothCapacity folds the n-th observation obs (n ≥ 1) into the smoothed
 // estimate prev with the bias-corrected geometric decay of the adaptive
@@ -159,10 +27,8 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 // is not measured: connections ÷ a small busy fraction is noise (a 1 s
 // window of 10 ms ticks reads 0.05 ± 0.01, i.e. ±20 %; a few heavy
 // requests swing a lightly loaded server's CPU), and such a server has
-// capacity to spare. Measured in the simulator: at 0.05 and 0.1 light-load
-// noise wrote 1.2–2.3 times per server per minute under sed; at 0.2 (and
-// confirm 3) at most 0.19 under sed and 0.93 on any scenario
-// (docs/results.md).
+// capacity to spare. Lower thresholds turn light-load noise into weight
+// writes (docs/results.md has the measurements).
 const MinCapacityBusy = 0.2
 
 // CapacityWeight is the capacity controller's weight for a server with
@@ -309,24 +175,171 @@ func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p W
 	return int(clamp(math.Round(float64(def)*f), float64(p.Min), ipvs.MaxWeight)), st
 }
 
-// IntervalCPU is the CPU busy fraction a cycle uses for a server: the mean
-// over the time since the previous poll, from the agent's running totals
-// (agent.BusyBetween), when they cover at most maxSpan seconds; otherwise
-// (no earlier totals, an agent restart or an old agent without totals, the
-// same sample twice, a gap after failed polls) the agent's last window,
-// last. span is the seconds the mean covers, 0 for last.
+// CapacityState is the capacity controller's memory of one server.
+type CapacityState struct {
+	Est  float64 // smoothed capacity estimate (connections served per unit of CPU)
+	NObs int     // observations folded into Est
+	// Anchor is the anchored controller's state; AnchorSet says it was
+	// initialised (from the kernel weight, at a start or a takeover).
+	Anchor    AnchorState
+	AnchorSet bool
+	// LowerBound: while the server is lightly loaded, its smoothed
+	// connections served ÷ MinCapacityBusy (NLB intervals folded in).
+	LowerBound float64
+	NLB        int
+}
+
+// CapacityStep is the capacity controller's figures for one server in
+// one cycle, for the record.
+type CapacityStep struct {
+	// Weight is the controller's weight for the server; 0 when it has no
+	// estimate yet.
+	Weight int
+	// Factor is, anchored, the server's capacity per unit of default
+	// weight ÷ its service's median; NaN when there is no decision.
+	Factor float64
+	// SaturatedAlone: busy at least weight.saturation while the service's
+	// median is not (SaturatedAlone).
+	SaturatedAlone bool
+	// CPU is the busy fraction the estimate used; Estimate the smoothed
+	// capacity after this cycle (0: none yet).
+	CPU, Estimate float64
+}
+
+// capacityController weighs servers by their measured capacity: the
+// connections each served per unit of CPU busy fraction (throughput ÷
+// utilisation), smoothed over intervals (docs/design.md).
+type capacityController struct{}
+
+func (capacityController) Name() string { return ControllerCapacity }
+
+// Measure estimates each server's capacity. Anchored (the default), a
+// server keeps its configured weight until its capacity per unit of that
+// weight strays from the service's median (AnchoredWeight); with anchor 0
+// weights are in proportion to the most capable server's (CapacityWeight).
+// A server with no good measurement this interval keeps its estimate.
 //
-// The connection counts of INPUT and of the capacity estimate are counted
-// over the same interval, so the mean lines the two up; the agent's own
-// window (1 s by default) is a fifth of a 5 s interval and noisier.
-func IntervalCPU(prev, cur *agent.CPUTime, last, maxSpan float64) (cpu, span float64) {
-	busy, ok := agent.BusyBetween(prev, cur)
-	if !ok {
-		return last, 0
+// A follower does not measure — its own IPVS counters do not see the
+// service's traffic, so every server would look saturated with nothing
+// served — and leaves the anchor state to be taken from the table by the
+// takeover's first cycle (not earlier: the writer's latest weights may
+// arrive just before it): estimates start afresh, and a server the writer
+// had moved off its default weight stays there until the new writer's own
+// measurements say otherwise.
+func (capacityController) Measure(p WeightParams, obs []Observed, states []*ServerState, traces []*Trace, follower bool) {
+	if follower {
+		for _, st := range states {
+			st.Capacity = CapacityState{}
+			st.Guard = GuardState{} // the new writer's guard starts afresh
+		}
+		return
 	}
-	span = cur.SampledSeconds - prev.SampledSeconds
-	if span > maxSpan {
-		return last, 0
+	var cpus []float64
+	for _, o := range obs {
+		if o.agentOK() {
+			cpus = append(cpus, o.CPU)
+		}
 	}
-	return busy, span
+	medianCPU := median(cpus)
+	maxEst := 0.0
+	peers := make([]CapacityPeer, len(obs))
+	steps := make([]CapacityStep, len(obs))
+	for i, o := range obs {
+		cs := &states[i].Capacity
+		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
+		def := float64(o.Record.DefaultWeight(o.Configured))
+		measured := o.agentOK() && o.NewConns >= 0
+		served := ServedConnections(o.NewConns, o.ActiveDelta)
+		switch {
+		case measured && o.CPU >= MinCapacityBusy:
+			cs.NLB = 0
+			cs.NObs++
+			cs.Est = UpdateCapacity(cs.Est, cs.NObs, served/o.CPU, o.CPU, medianCPU, p)
+			steps[i].SaturatedAlone = SaturatedAlone(o.CPU, medianCPU, p.Saturation)
+		case measured:
+			// Lightly loaded: capacity to spare, at least served ÷
+			// MinCapacityBusy — smoothed like an estimate, since with
+			// light traffic an interval often has no connection at all.
+			// Clearly idle (Spare): back to the default weight.
+			peers[i].Idle = true
+			peers[i].Spare = o.CPU < MinCapacityBusy/2
+			cs.NLB++
+			cs.LowerBound = SmoothCapacity(cs.LowerBound, cs.NLB, served/MinCapacityBusy, p.Smoothing)
+			peers[i].PerWeight = cs.LowerBound / def
+			peers[i].Known = true
+		}
+		if cs.NObs > 0 {
+			maxEst = math.Max(maxEst, cs.Est)
+			steps[i].Estimate = cs.Est
+			if !peers[i].Idle {
+				peers[i].PerWeight = cs.Est / def
+				peers[i].Known = true
+			}
+		}
+	}
+	if p.Anchor > 0 {
+		for i, f := range AnchorFactors(peers) {
+			o, cs := obs[i], &states[i].Capacity
+			steps[i].Factor = f
+			def := o.Record.DefaultWeight(o.Configured)
+			if !cs.AnchorSet { // a start, a takeover: a server off its default was moved there
+				cs.Anchor, cs.AnchorSet = AnchorState{Deviating: o.Kernel != def}, true
+			}
+			if !math.IsNaN(f) {
+				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].SaturatedAlone, cs.Anchor, p)
+			}
+		}
+	} else {
+		for i := range obs {
+			if cs := states[i].Capacity; cs.NObs > 0 {
+				steps[i].Weight = CapacityWeight(cs.Est, maxEst, p.Resolution, p.Min)
+			}
+		}
+	}
+	for i := range traces {
+		traces[i].Capacity = &steps[i]
+	}
+}
+
+// Step is the capacity controller's last step: the server's capacity
+// weight, written when it moves by more than the band, when it returns to
+// the default weight (anchored), at every step of a slow-start ramp, or
+// when the kernel weight is below the minimum. Without a capacity decision
+// this cycle the weight is kept — but a slow-start ramp goes on towards the
+// last weight (the restore weight of a server back from down).
+func (capacityController) Step(p WeightParams, o Observed, st *ServerState, ramp float64, d *Decision) {
+	var c CapacityStep
+	if d.Trace.Capacity != nil {
+		c = *d.Trace.Capacity
+	}
+	switch {
+	case c.Weight > 0:
+		st.Ctrl = float64(c.Weight)
+	case ramp < 1 && st.Ctrl > 0:
+	default:
+		return
+	}
+	to := rampWeight(st.Ctrl, ramp, p.Min)
+	cmp := Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", p.Band*100), Passes: PassesBand(o.Kernel, to, p.Band)}
+	d.Trace.Compare = &cmp
+	ramping := ramp < 1 && to != o.Kernel
+	def := o.Record.DefaultWeight(o.Configured)
+	// Anchored, back to the default weight is always written (the
+	// hysteresis of AnchoredWeight keeps it from flapping).
+	back := p.Anchor > 0 && int(st.Ctrl) == def && to != o.Kernel
+	if o.Kernel >= p.Min && !ramping && !back && !cmp.Passes {
+		return
+	}
+	var reason string
+	switch {
+	case c.Weight <= 0:
+		reason = fmt.Sprintf("towards weight %d (no capacity decision this cycle)", int(st.Ctrl))
+	case p.Anchor <= 0:
+		reason = fmt.Sprintf("capacity share %d of %d", c.Weight, p.Resolution)
+	case c.Weight == def:
+		reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", c.Factor, p.Anchor*100)
+	default:
+		reason = fmt.Sprintf("capacity %.2f× its default weight's share", c.Factor)
+	}
+	propose(d, to, reason, ramp)
 }

@@ -1,4 +1,4 @@
-package monitor
+package policy
 
 import (
 	"errors"
@@ -89,8 +89,9 @@ func TestDecide(t *testing.T) {
 		{"out of bounds corrected", DestRecord{State: Managed, Written: 150}, 150, Observation{ProbeOK: true, LoadOK: true, Load: 0.95}, 100, true, 100, Managed, 100, 0},
 	}
 	for _, tt := range tests {
-		ctrl := tt.ctrl
-		a := Decide(DecideInput{Record: tt.rec, KernelWeight: tt.kernel, ConfiguredDefault: 10, Obs: tt.obs, Ramp: tt.ramp}, &ctrl, p)
+		st := &ServerState{Ctrl: tt.ctrl, CtrlSet: true}
+		a := decideOne(t, p, tt.rec, tt.kernel, tt.obs, st, tt.ramp)
+		ctrl := st.Ctrl
 		if a.Write != tt.wantWrite || (a.Write && a.To != tt.wantTo) || a.Record.State != tt.wantState {
 			t.Errorf("%s: Decide = write=%v to=%d state=%s, want write=%v to=%d state=%s", tt.name, a.Write, a.To, a.Record.State, tt.wantWrite, tt.wantTo, tt.wantState)
 		}
@@ -101,4 +102,39 @@ func TestDecide(t *testing.T) {
 			t.Errorf("%s: record written %d, want %d", tt.name, a.Record.Written, a.To)
 		}
 	}
+}
+
+// Observation is a compact way to write what a table test observed.
+type Observation struct {
+	ProbeOK  bool
+	ProbeErr error
+	AgentErr error
+	LoadOK   bool // Load holds an aggregate load
+	Load     float64
+}
+
+// decideOne runs one server's cycle decision (availability rules and the
+// controller p names) at slow-start factor ramp (0: none).
+func decideOne(t *testing.T, p WeightParams, rec DestRecord, kernel int, ob Observation, st *ServerState, ramp float64) Decision {
+	t.Helper()
+	if p.Controller == "" {
+		p.Controller = ControllerLVS
+	}
+	e, err := NewEngine(Params{Weight: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Observed{Record: rec, Configured: 10, Kernel: kernel, NewConns: -1, Probed: true, Polled: true, AgentErr: ob.AgentErr}
+	if !ob.ProbeOK {
+		o.ProbeErr = ob.ProbeErr
+	}
+	d := NewDecision(KindCycle, kernel, rec)
+	if ob.LoadOK {
+		d.Trace.Load = ob.Load
+	}
+	if ramp == 0 {
+		ramp = 1
+	}
+	e.step(o, st, &d, ramp)
+	return d
 }

@@ -1,0 +1,148 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
+)
+
+// Outcome is how applying one decision went. The zero value: nothing was
+// to be written.
+type Outcome struct {
+	Wrote  bool
+	DryRun bool // a write was due, and -dry-run kept it from the table
+	// Err is why a due write was not made: it wraps ipvs.ErrWeightChanged
+	// (another tool changed the weight since it was read), ipvs.ErrNotFound
+	// (the destination vanished) or another failure.
+	Err error
+}
+
+// change is one decision to apply to one destination.
+type change struct {
+	key DestKey
+	d   *policy.Decision
+	out *Outcome
+}
+
+// applied sums up an apply.
+type applied struct {
+	writes         int
+	recordsChanged bool
+	err            error // failures that are not normal events
+}
+
+// apply is the one place in this package that writes to the IPVS table.
+// Every decision — the cycle's, the backlog guard's, an operator's drain
+// or undrain, a follower mirroring its writer, a writer replaying a
+// follower's edit — comes through here. Each write is a compare-and-set
+// from the weight the decision read (Decision.Before); a destination whose
+// weight another tool changed meanwhile, or that vanished, is a normal
+// event (a log line and a metric) and is reconciled at the next cycle.
+// A written decision's ownership record and state changes take effect;
+// under -dry-run nothing is written and nothing changes.
+func (m *Monitor) apply(changes []change) applied {
+	var res applied
+	var errs []error
+	for _, c := range changes {
+		d := c.d
+		if !d.Write {
+			continue
+		}
+		if m.dryRun {
+			c.out.DryRun = true
+			m.logChange("would change weight (dry run)", c.key, d)
+			continue
+		}
+		err := m.deps.Table.SetWeight(c.key.Service, c.key.Dest, d.Before, d.To)
+		switch {
+		case err == nil:
+			res.writes++
+			c.out.Wrote = true
+			if d.RecordChanged {
+				m.state[c.key] = d.Record
+				res.recordsChanged = true
+			}
+			st := m.serverState(c.key)
+			if d.OnWrite.SetCtrl {
+				st.Ctrl, st.CtrlSet = d.OnWrite.Ctrl, true
+			}
+			if d.OnWrite.StartRamp {
+				st.RampStart = m.deps.Now()
+			}
+			m.logChange("weight changed", c.key, d)
+			continue
+		case errors.Is(err, ipvs.ErrWeightChanged):
+			m.deps.Metrics.writeError(writeErrChanged)
+			m.log.Info("weight changed by another tool since it was read; not written, reconciled next interval", "service", c.key.Service, "server", c.key.Dest, "error", err)
+		case errors.Is(err, ipvs.ErrNotFound):
+			m.deps.Metrics.writeError(writeErrVanished)
+			m.log.Info("destination vanished before the write; skipped", "service", c.key.Service, "server", c.key.Dest)
+		default:
+			m.deps.Metrics.writeError(writeErrOther)
+			errs = append(errs, fmt.Errorf("write weight %s: %w", c.key, err))
+		}
+		c.out.Err = err
+	}
+	res.err = errors.Join(errs...)
+	return res
+}
+
+// applyRows applies one decision per row (a cycle's or a backlog
+// check's) and brings the rows' kernel weights up to date.
+func (m *Monitor) applyRows(rows []*destRow, ds []policy.Decision, outs []Outcome) applied {
+	changes := make([]change, 0, len(rows))
+	for i, r := range rows {
+		if ds[i].Write {
+			changes = append(changes, change{key: r.key, d: &ds[i], out: &outs[i]})
+		}
+	}
+	res := m.apply(changes)
+	for i, r := range rows {
+		if outs[i].Wrote {
+			r.kernel.Weight = ds[i].To
+		}
+	}
+	return res
+}
+
+// applyOne applies an operator's or a peer's decision and returns its
+// error: ErrDryRun when -dry-run kept a due write from the table.
+func (m *Monitor) applyOne(key DestKey, d *policy.Decision) (Outcome, error) {
+	var out Outcome
+	res := m.apply([]change{{key: key, d: d, out: &out}})
+	switch {
+	case out.DryRun:
+		return out, fmt.Errorf("%s: would set weight %d → %d: %w", key, d.Before, d.To, ErrDryRun)
+	case out.Err != nil:
+		return out, fmt.Errorf("%s: %w", key, out.Err)
+	}
+	if !d.Write && d.RecordChanged && !m.dryRun {
+		m.state[key] = d.Record // nothing to write: the record alone changes
+		res.recordsChanged = true
+	}
+	if res.recordsChanged {
+		return out, m.saveState()
+	}
+	return out, nil
+}
+
+// logChange logs one weight change: old → new, why, and the load breakdown.
+func (m *Monitor) logChange(msg string, key DestKey, d *policy.Decision) {
+	if !m.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	attrs := []any{"service", key.Service, "server", key.Dest, "old", d.Before, "new", d.To, "reason", d.Reason}
+	if tr := d.Trace; !math.IsNaN(tr.Load) {
+		in := tr.Inputs
+		attrs = append(attrs, "load", round3(tr.Load), "input", round3(in.Input), "cpu", round3(in.CPU), "memory", round3(in.Memory),
+			"disk", round3(in.Disk), "response", round3(in.Response), "process", round3(in.Process))
+	}
+	m.log.Info(msg, attrs...)
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -1,0 +1,364 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Kind says where a decision came from.
+type Kind uint8
+
+// The kinds of decision.
+const (
+	// KindCycle: the monitor's cycle (availability rules and the
+	// controller, then the backlog guard's holds).
+	KindCycle Kind = iota
+	// KindGuard: a backlog check between cycles.
+	KindGuard
+	// KindOperator: lvsctl drain or undrain.
+	KindOperator
+	// KindMirror: a follower director takes the writer's weight.
+	KindMirror
+	// KindReplay: the writer replays an operator's edit made on a follower.
+	KindReplay
+)
+
+// Decision is the record of one server's weight at one moment: what the
+// kernel held, what is to be written and why, and the full computation.
+// It is made once; the monitor applies it, and its logs, metrics, status
+// and explain read it.
+type Decision struct {
+	Kind Kind
+	// Before is the kernel's weight as read for this decision; the write
+	// is a compare-and-set from it.
+	Before int
+	// To is the weight to write (Before when Write is false).
+	To    int
+	Write bool
+	// Reason says why the weight or the ownership changes; empty when
+	// nothing changes.
+	Reason string
+	// Record is the ownership record once the write succeeded (or, with
+	// no write, as it stands); RecordChanged says it differs from the one
+	// the decision started from.
+	Record        DestRecord
+	RecordChanged bool
+	// OnWrite is what a successful write changes in the server's state.
+	OnWrite Commit
+	Trace   Trace
+}
+
+// NewDecision is a decision of kind that writes nothing: the kernel holds
+// before, and rec stands.
+func NewDecision(kind Kind, before int, rec DestRecord) Decision {
+	return Decision{Kind: kind, Before: before, To: before, Record: rec, Trace: Trace{Load: math.NaN(), Ramp: 1}}
+}
+
+// Write returns a decision of kind to write to over before, with rec's
+// Written set to it, for a reason.
+func Write(kind Kind, before, to int, rec DestRecord, reason string) Decision {
+	d := NewDecision(kind, before, rec)
+	d.Write, d.To, d.Reason = before != to, to, reason
+	d.Record.Written = to
+	d.RecordChanged = true
+	return d
+}
+
+// Commit is a change to a server's state that takes effect only when its
+// decision's write succeeds.
+type Commit struct {
+	SetCtrl   bool    // the controller goes on from Ctrl
+	Ctrl      float64 // (SetCtrl)
+	StartRamp bool    // slow start begins (back from down, undrained)
+}
+
+// Trace is every figure behind a decision.
+type Trace struct {
+	Inputs Inputs
+	// Load is the aggregate load; NaN when it was not computed.
+	Load float64
+	// DirectorOnly: the agent is stale and Load comes from INPUT and
+	// RESPONSE alone (DirectorOnlyLoad).
+	DirectorOnly bool
+	// Ramp is the slow-start factor, 1 when not ramping.
+	Ramp float64
+	// Frozen: the service is frozen (fail static) this cycle.
+	Frozen bool
+	// CtrlBefore and CtrlAfter are the controller's fractional weight
+	// before and after this cycle.
+	CtrlBefore, CtrlAfter float64
+	// Formula is the LVS formula's step, when it ran.
+	Formula *FormulaStep
+	// Capacity is the capacity controller's figures, when it decided.
+	Capacity *CapacityStep
+	// Compare is the write rule's comparison of the candidate weight with
+	// the kernel's, when a controller produced a candidate.
+	Compare *Comparison
+	// Guard is the backlog guard's part, when it holds or moved the weight.
+	Guard GuardTrace
+	// Verdict says in words what was decided and why.
+	Verdict string
+}
+
+// Comparison is the write rule's test of a candidate weight.
+type Comparison struct {
+	Kernel int // the kernel's weight as read
+	Next   int // the candidate
+	// Rule is the test in words ("threshold 1", "band 20%").
+	Rule   string
+	Passes bool
+}
+
+// ServerState is what policy remembers about one server between cycles.
+// The director-pair replication carries the parts a new writer needs
+// (Ctrl, the slow-start ramp); the rest starts afresh on a new writer.
+type ServerState struct {
+	Ctrl    float64 // the controller's fractional weight
+	CtrlSet bool
+	// RampStart is when slow start began; zero when not ramping.
+	RampStart time.Time
+	Capacity  CapacityState
+	Guard     GuardState
+}
+
+// ServiceState is what policy remembers about one service between cycles.
+type ServiceState struct {
+	Frozen bool // fail static at the last cycle
+	// BacklogMedian is the median active connections per unit of weight
+	// at the last backlog check (BacklogSeen: there was one).
+	BacklogMedian float64
+	BacklogSeen   bool
+}
+
+// Observed is one configured server as the monitor observed it in a cycle.
+type Observed struct {
+	Record     DestRecord // ownership, after ReconcileServer
+	Configured int        // the configured default weight
+	Kernel     int        // the kernel's weight as read
+	Active     int        // active connections
+	// NewConns is the connections scheduled to the server in the interval,
+	// -1 when unknown (no earlier reading); ActiveDelta the growth of its
+	// active connections over the same interval.
+	NewConns    int64
+	ActiveDelta int
+
+	Probed   bool
+	ProbeErr error
+	RTT      time.Duration
+
+	Polled     bool // the agent was polled
+	AgentErr   error
+	AgentStale bool // silent longer than agent_expiry
+	// CPU, Memory, Disk and Process are the agent's figures (with
+	// Polled and no AgentErr).
+	CPU, Memory, Disk, Process float64
+}
+
+func (o Observed) agentOK() bool   { return o.Polled && o.AgentErr == nil }
+func (o Observed) reachable() bool { return o.Probed && o.ProbeErr == nil }
+
+// Service is what a service's decisions need besides its servers.
+type Service struct {
+	// Reference is the probe time that counts as fully loaded (RESPONSE).
+	Reference time.Duration
+	// Hashing: the service's scheduler places connections by hashing
+	// (HashingScheduler); the backlog guard leaves it alone.
+	Hashing bool
+}
+
+// Events are what happened to a service in a cycle, for the log.
+type Events struct {
+	FrozeNow, UnfrozeNow  bool
+	Unreachable, Eligible int
+	GuardOffForHashing    bool
+}
+
+// Engine makes the decisions. Build it with NewEngine when a configuration
+// is loaded; it holds no state of its own.
+type Engine struct {
+	p    Params
+	ctrl Controller
+}
+
+// NewEngine returns an engine for p, with the controller p names.
+func NewEngine(p Params) (*Engine, error) {
+	c, err := NewController(p.Weight)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{p: p, ctrl: c}, nil
+}
+
+// Params returns the engine's parameters.
+func (e *Engine) Params() Params { return e.p }
+
+// Controller returns the engine's weight controller.
+func (e *Engine) Controller() Controller { return e.ctrl }
+
+// Cycle decides one service's weights for one cycle: inputs and loads,
+// the controller's measurement, then — unless follower (another director
+// writes) — the availability rules, the controller's weights and the
+// backlog guard's holds. obs, states and the result are parallel; states
+// and svc are updated in place.
+func (e *Engine) Cycle(s Service, st *ServiceState, obs []Observed, states []*ServerState, follower bool, now time.Time) ([]Decision, Events) {
+	out := make([]Decision, len(obs))
+	for i, o := range obs {
+		out[i] = NewDecision(KindCycle, o.Kernel, o.Record)
+		out[i].Trace.CtrlBefore, out[i].Trace.CtrlAfter = states[i].Ctrl, states[i].Ctrl
+	}
+	e.assess(s, obs, states, out, follower)
+	if follower {
+		return out, Events{}
+	}
+	frozen, ev := e.freeze(st, obs)
+	for i, o := range obs {
+		e.decide(o, states[i], &out[i], frozen, now)
+	}
+	ev.GuardOffForHashing = e.guard(s, st, obs, states, out, true)
+	for i := range out {
+		out[i].Trace.Verdict = verdict(out[i], obs[i], e.p)
+	}
+	return out, ev
+}
+
+// assess computes the inputs and loads of the servers in rotation
+// (managed, reachable, weight above 0), and the controller's measurement.
+func (e *Engine) assess(s Service, obs []Observed, states []*ServerState, out []Decision, follower bool) {
+	var idx []int
+	var conns []int64
+	for i, o := range obs {
+		if o.Record.State == Managed && o.reachable() && o.Kernel > 0 {
+			idx = append(idx, i)
+			conns = append(conns, o.NewConns)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	inputs := InputLoads(conns)
+	c := e.p.Coefficients
+	for k, i := range idx {
+		o, tr := obs[i], &out[i].Trace
+		tr.Inputs = Inputs{Input: inputs[k], Response: ResponseLoad(o.RTT, s.Reference)}
+		switch {
+		case o.agentOK():
+			tr.Inputs.CPU, tr.Inputs.Memory, tr.Inputs.Disk, tr.Inputs.Process = o.CPU, o.Memory, o.Disk, o.Process
+			tr.Load = AggregateLoad(tr.Inputs, c)
+		case o.AgentStale:
+			if load, ok := DirectorOnlyLoad(tr.Inputs, c); ok {
+				tr.Load, tr.DirectorOnly = load, true
+			}
+		}
+	}
+	e.ctrl.Measure(e.p.Weight, pick(obs, idx), pickStates(states, idx), pickTraces(out, idx), follower)
+}
+
+func pick(obs []Observed, idx []int) []Observed {
+	out := make([]Observed, len(idx))
+	for k, i := range idx {
+		out[k] = obs[i]
+	}
+	return out
+}
+
+func pickStates(states []*ServerState, idx []int) []*ServerState {
+	out := make([]*ServerState, len(idx))
+	for k, i := range idx {
+		out[k] = states[i]
+	}
+	return out
+}
+
+func pickTraces(d []Decision, idx []int) []*Trace {
+	out := make([]*Trace, len(idx))
+	for k, i := range idx {
+		out[k] = &d[i].Trace
+	}
+	return out
+}
+
+// freeze applies fail static: a service with more than freeze_share of its
+// servers (those not drained) unreachable at once is frozen this cycle.
+// A service with every server drained has nothing to decide and keeps its
+// state.
+func (e *Engine) freeze(st *ServiceState, obs []Observed) (bool, Events) {
+	var ev Events
+	for _, o := range obs {
+		if o.Record.State == DrainedByOperator {
+			continue
+		}
+		ev.Eligible++
+		if o.Probed && o.ProbeErr != nil {
+			ev.Unreachable++
+		}
+	}
+	if ev.Eligible == 0 {
+		return false, ev
+	}
+	f := ShouldFreeze(ev.Unreachable, ev.Eligible, e.p.Availability.FreezeShare)
+	ev.FrozeNow, ev.UnfrozeNow = f && !st.Frozen, !f && st.Frozen
+	st.Frozen = f
+	return f, ev
+}
+
+// decide is one server's cycle decision: drained and frozen servers are
+// left alone; then the availability rules; then the controller, unless
+// the load is unknown (an agent that failed, not yet stale: a dead agent
+// is not a dead server, and its weight is kept).
+func (e *Engine) decide(o Observed, st *ServerState, d *Decision, frozen bool, now time.Time) {
+	av := e.p.Availability
+	tr := &d.Trace
+	tr.Ramp = 1
+	if t := st.RampStart; !t.IsZero() {
+		tr.Ramp = SlowStartFactor(now.Sub(t), av.SlowStart, av.SlowStartFloor)
+		if tr.Ramp >= 1 {
+			st.RampStart = time.Time{}
+		}
+	}
+	if frozen || o.Record.State == DrainedByOperator {
+		tr.Frozen = frozen
+		return
+	}
+	if o.Record.State == Down {
+		tr.Ramp = SlowStartFactor(0, av.SlowStart, av.SlowStartFloor) // coming back: the ramp starts now
+	}
+	e.step(o, st, d, tr.Ramp)
+}
+
+// step is decide for a server that is neither drained nor frozen, at
+// slow-start factor ramp: the availability rules, then the controller.
+func (e *Engine) step(o Observed, st *ServerState, d *Decision, ramp float64) {
+	if !(ramp > 0 && ramp <= 1) {
+		ramp = 1
+	}
+	if a, done := availability(o, ramp, st, e.p.Weight); done {
+		a.Trace = d.Trace
+		*d = a
+		d.Trace.CtrlAfter = st.Ctrl
+		return
+	}
+	if load := d.Trace.Load; math.IsNaN(load) || math.IsInf(load, 0) {
+		return
+	}
+	e.ctrl.Step(e.p.Weight, o, st, ramp, d)
+	d.Trace.CtrlAfter = st.Ctrl
+}
+
+// propose turns a controller's candidate weight into the decision: a write
+// to to, the record updated, the reason with the slow-start share.
+func propose(d *Decision, to int, reason string, ramp float64) {
+	d.Write, d.To = true, to
+	d.Record.Written = to
+	d.RecordChanged = true
+	if ramp < 1 {
+		reason += fmt.Sprintf(", slow start %.0f%%", ramp*100)
+	}
+	d.Reason = reason
+}
+
+// rampWeight is the integer weight written for controller weight w at
+// slow-start factor ramp, never below min.
+func rampWeight(w, ramp float64, min int) int {
+	return max(min, RoundWeight(w*ramp))
+}

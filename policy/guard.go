@@ -1,0 +1,309 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+
+	"lvs-feedback/ipvs"
+)
+
+// The backlog guard: between cycles, the monitor reads only its own IPVS
+// table (cheap: one netlink dump per service, no agent, no probe) and looks
+// for a server whose active connections pile up. A server that suddenly
+// lost capacity — a background job, a degraded disk — keeps receiving its
+// full share under wrr until the next cycle measures it, and builds a
+// backlog that it then serves slowly with what it has left. The table shows
+// that backlog within a second: its active connections per unit of weight
+// run away from its peers'. The guard then cuts the weight in proportion
+// and holds it (cycles may lower it further, not raise it) until the backlog
+// is gone; from then on the weight controller's weight applies.
+//
+// The other side of the same signal: while the whole service builds a
+// backlog (it is overloaded), a server far *below* its share of active
+// connections keeps up better than its weight says; it is raised (at most
+// doubled) and held up the same way, until its share is back.
+//
+// wlc and sed balance active connections per unit of weight themselves, so
+// the guard does not fire under them unless a server is far off what its
+// weight says.
+
+// HashingScheduler reports whether an IPVS scheduler places connections by
+// hashing (sh, dh, mh): there a weight change remaps clients to other
+// servers, so the backlog guard leaves such services alone.
+func HashingScheduler(name string) bool {
+	switch name {
+	case "sh", "dh", "mh":
+		return true
+	}
+	return false
+}
+
+// readSchedulers notes, once per cycle, which services run a hashing
+// BacklogRatio is a server's active connections per unit of weight as a
+// multiple of its service's median (median per unit of weight), and its
+// excess over the median share: active − median·weight. A median of 0 gives
+// ratio +Inf for a server with active connections.
+func BacklogRatio(active, weight int, median float64) (ratio, excess float64) {
+	if weight <= 0 {
+		return math.NaN(), 0
+	}
+	expected := median * float64(weight)
+	excess = float64(active) - expected
+	if expected <= 0 {
+		if active == 0 {
+			return 0, 0
+		}
+		return math.Inf(1), excess
+	}
+	return float64(active) / expected, excess
+}
+
+// Backlogged reports whether a server with this ratio and excess at this
+// check, and prevActive active connections at the previous one, is
+// building a backlog: beyond the trigger with at least MinExcess more than
+// its share, and growing.
+func Backlogged(ratio, excess float64, active, prevActive int, g GuardParams) bool {
+	return ratio >= g.Trigger && excess >= float64(g.MinExcess) && active > prevActive
+}
+
+// Starved reports whether a server with this ratio and excess at this
+// check is far below its share while its service builds a backlog: at most
+// 1/Trigger of the median per unit of weight with at least MinExcess fewer
+// connections than its share, and the service's median growing.
+func Starved(ratio, excess float64, building bool, g GuardParams) bool {
+	return building && ratio <= 1/g.Trigger && -excess >= float64(g.MinExcess)
+}
+
+// GuardRaise is the weight a starved server is raised to: its weight
+// divided by its ratio, at most doubled, at most ipvs.MaxWeight.
+func GuardRaise(weight int, ratio float64) int {
+	if !(ratio >= 0 && ratio < 1) {
+		return weight
+	}
+	to := min(2*weight, ipvs.MaxWeight)
+	if ratio > 0 {
+		to = min(to, int(math.Ceil(float64(weight)/ratio)))
+	}
+	return max(to, weight)
+}
+
+// GuardCut is the weight a backlogged server is cut to: its weight divided
+// by its backlog ratio, at least minWeight and below weight.
+func GuardCut(weight int, ratio float64, minWeight int) int {
+	if !(ratio > 1) {
+		return weight
+	}
+	to := int(math.Floor(float64(weight) / ratio)) // +Inf: 0, so minWeight
+	return max(minWeight, to)
+}
+
+// guardState is a destination's backlog-guard memory.
+
+// GuardState is a server's backlog-guard memory.
+type GuardState struct {
+	PrevActive int  // active connections at the previous check
+	Over       bool // beyond the trigger at the previous check
+	Under      bool // starved at the previous check
+	From       int  // the weight before the move
+	// Weight is the held weight (0: no hold; a cycle may move it further
+	// the way the guard moved it).
+	Weight int
+	// Restore is the weight the server goes back to when the hold ends:
+	// the weight before the move, or the controller's latest since.
+	Restore int
+	Raised  bool // the hold is a raise, not a cut
+}
+
+// Holding reports whether the guard holds the weight: a held weight is at
+// least weight.min, so never 0.
+func (g GuardState) Holding() bool { return g.Weight > 0 }
+
+// GuardEvent is what the backlog guard did to a server at one check.
+type GuardEvent uint8
+
+// The guard's events.
+const (
+	GuardNone     GuardEvent = iota
+	GuardCutNow              // cut and held
+	GuardRaiseNow            // raised and held
+	GuardKept                // a cycle's write beyond the held weight was not made
+	GuardReleased            // the hold ended
+	GuardDropped             // the hold ended because the server left rotation
+)
+
+// GuardTrace is the backlog guard's part of a decision.
+type GuardTrace struct {
+	Event GuardEvent
+	// Held is the weight the guard holds the server at after this
+	// decision and From its weight before the move (0: no hold); Raised:
+	// the hold is a raise.
+	Held, From int
+	Raised     bool
+	// Ratio and Active are the figures the event was decided on, Median
+	// the service's active connections per unit of weight; Restore the
+	// weight a released server goes back to; Controller the controller's
+	// weight a hold kept from being written.
+	Ratio, Median   float64
+	Active, Restore int
+	Controller      int
+	DroppedAs       Ownership // GuardDropped: the state the server left for
+}
+
+// Check runs one backlog check between cycles on a service whose servers
+// were read from the table (only Record, Configured, Kernel and Active of
+// obs are used): backlogged servers are cut and held, starved ones raised.
+func (e *Engine) Check(s Service, st *ServiceState, obs []Observed, states []*ServerState) []Decision {
+	out := make([]Decision, len(obs))
+	for i, o := range obs {
+		out[i] = NewDecision(KindGuard, o.Kernel, o.Record)
+	}
+	e.guard(s, st, obs, states, out, false)
+	for i := range out {
+		out[i].Trace.Verdict = verdict(out[i], obs[i], e.p)
+	}
+	return out
+}
+
+// medianPerWeight is the median of active connections per unit of weight
+// over a service's servers in rotation (managed, weight > 0). A held
+// server counts at the weight it had before the move.
+func medianPerWeight(obs []Observed, states []*ServerState) float64 {
+	var v []float64
+	for i, o := range obs {
+		if o.Record.State != Managed || o.Kernel <= 0 {
+			continue
+		}
+		w := o.Kernel
+		if g := states[i].Guard; g.Holding() {
+			w = g.From
+		}
+		v = append(v, float64(o.Active)/float64(w))
+	}
+	return median(v)
+}
+
+// guard updates every server's guard state from the table, and the
+// decisions:
+//
+//   - at a cycle, a held server whose backlog is gone (or the guard turned
+//     off) is released: it goes back to its restore weight, unless the
+//     cycle writes the controller's weight anyway; a server whose weight
+//     someone else changed is released at once (that change stands);
+//   - a held server stays held: in a cycle (inCycle), a write beyond the
+//     held weight is not made but remembered as the weight to restore; one
+//     the way the guard moved it is made and held;
+//   - between cycles, a backlogged server is cut and a starved one raised,
+//     and held.
+//
+// A server that leaves the managed state (drained, down) forgets its hold;
+// a frozen service is left as it is. It reports whether the guard is off
+// for the service only because of a hashing scheduler.
+func (e *Engine) guard(s Service, st *ServiceState, obs []Observed, states []*ServerState, out []Decision, inCycle bool) (offForHashing bool) {
+	g := e.p.Guard
+	if st.Frozen {
+		return false
+	}
+	on := g.Enabled()
+	if s.Hashing && on {
+		on, offForHashing = false, true
+	}
+	med := medianPerWeight(obs, states)
+	building := st.BacklogSeen && med > st.BacklogMedian // the service's backlog grows
+	st.BacklogMedian, st.BacklogSeen = med, true
+	for i, o := range obs {
+		gs, d := &states[i].Guard, &out[i]
+		d.Trace.Guard.Median = med
+		leaving := d.Write && d.Record.State != Managed
+		switch {
+		case o.Record.State != Managed || o.Kernel <= 0 || leaving:
+			if gs.Holding() {
+				d.Trace.Guard.Event, d.Trace.Guard.DroppedAs = GuardDropped, d.Record.State
+			}
+			*gs = GuardState{PrevActive: o.Active}
+		case gs.Holding():
+			e.holdOrRelease(o, gs, d, med, inCycle, on)
+		default:
+			e.detect(o, states[i], d, med, building, inCycle, on)
+		}
+		d.Trace.Guard.Held, d.Trace.Guard.From, d.Trace.Guard.Raised = gs.Weight, gs.From, gs.Raised
+	}
+	return offForHashing
+}
+
+// detect is guard for a server that is not held: between cycles, a server
+// backlogged (or starved) at two checks in a row is cut (or raised).
+func (e *Engine) detect(o Observed, st *ServerState, d *Decision, med float64, building, inCycle, on bool) {
+	g, gs := e.p.Guard, &st.Guard
+	ratio, excess := BacklogRatio(o.Active, o.Kernel, med)
+	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
+	under := on && g.Raise && Starved(ratio, excess, building, g)
+	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.Active, gs.PrevActive, g)
+	// A server in slow start is below its share on purpose.
+	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
+	gs.Over, gs.Under, gs.PrevActive = over, under, o.Active
+	tr := &d.Trace.Guard
+	switch {
+	case cut:
+		to := GuardCut(o.Kernel, ratio, e.p.Weight.Min)
+		if to >= o.Kernel {
+			return
+		}
+		*gs = GuardState{PrevActive: o.Active, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.Active
+		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", o.Active, ratio, med), 1)
+	case raise:
+		to := GuardRaise(o.Kernel, ratio)
+		if to <= o.Kernel {
+			return
+		}
+		*gs = GuardState{PrevActive: o.Active, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.Active
+		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", o.Active, ratio, med), 1)
+	}
+}
+
+// holdOrRelease is guard for a held server; on is false when the guard is
+// off (for its service), which ends every hold.
+func (e *Engine) holdOrRelease(o Observed, gs *GuardState, d *Decision, med float64, inCycle, on bool) {
+	g := e.p.Guard
+	if inCycle && d.Write {
+		gs.Restore = d.To // the controller's latest weight
+	}
+	ratio, excess := BacklogRatio(o.Active, gs.From, med)
+	changed := o.Kernel != gs.Weight // by someone else
+	// Back to its share. Not on the excess: a server that stays slow holds
+	// a few connections more than its share even at its cut weight, and
+	// released on that it would pile up again at once. A raised server is
+	// also back when its shortfall is under half of min_excess: an
+	// overload that ended takes the median, and every shortfall, to 0.
+	back := ratio <= g.Release
+	if gs.Raised {
+		back = ratio >= 1/g.Release || -excess < float64(g.MinExcess)/2
+	}
+	tr := &d.Trace.Guard
+	// The hold ends at a cycle, whose measurements then set the weight:
+	// released between cycles, a server that lost capacity would get its
+	// old weight back before the controller could lower it.
+	if !on || inCycle && back || changed {
+		tr.Event, tr.Ratio, tr.Active, tr.Restore = GuardReleased, ratio, o.Active, gs.Restore
+		if !changed && !d.Write && gs.Restore != o.Kernel {
+			what := "backlog gone"
+			if gs.Raised {
+				what = "share back"
+			}
+			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.Active, ratio, gs.Restore), 1)
+		}
+		*gs = GuardState{PrevActive: o.Active}
+		return
+	}
+	gs.PrevActive = o.Active
+	if !inCycle || !d.Write {
+		return
+	}
+	if gs.Raised && d.To < gs.Weight || !gs.Raised && d.To > gs.Weight {
+		tr.Event, tr.Controller = GuardKept, d.To
+		d.Write, d.To, d.Record, d.RecordChanged, d.Reason, d.OnWrite = false, d.Before, o.Record, false, "", Commit{}
+		return
+	}
+	gs.Weight = d.To
+}

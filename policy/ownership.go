@@ -1,0 +1,212 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ownership says who owns a destination's weight.
+type Ownership string
+
+// The ownership states of a destination. They are persisted (state.go), so
+// their string values are part of the state file format.
+const (
+	// Managed: the daemon computes and writes the weight.
+	Managed Ownership = "managed"
+	// DrainedByOperator: someone other than the daemon set weight 0. The
+	// daemon never touches the destination until someone sets a non-zero
+	// weight again.
+	DrainedByOperator Ownership = "drained"
+	// Down: the daemon set weight 0 because the server's probe failed; it
+	// restores the weight when the server answers again.
+	Down Ownership = "down"
+)
+
+// DestRecord is what the daemon knows about one destination's weight. It is
+// persisted so that a restart neither un-drains an operator's server nor
+// leaves a recovered server at 0.
+type DestRecord struct {
+	State Ownership `json:"state"`
+	// Written is the weight the kernel should hold: the last one the daemon
+	// wrote, or the one it adopted from the kernel. A kernel weight that
+	// differs from it was set by someone else.
+	Written int `json:"written"`
+	// DefaultOverride, when non-zero, replaces the configured default weight:
+	// an operator set this weight with another tool. It holds only while the
+	// configured default is still OverriddenConfig; editing the configured
+	// weight clears it.
+	DefaultOverride  int `json:"default_override,omitempty"`
+	OverriddenConfig int `json:"overridden_config,omitempty"`
+	// RestoreWeight is the weight to give back when a Down server answers.
+	RestoreWeight int `json:"restore_weight,omitempty"`
+}
+
+// DefaultWeight returns the destination's effective default weight given
+// the configured one.
+func (r DestRecord) DefaultWeight(configured int) int {
+	if r.DefaultOverride > 0 && r.OverriddenConfig == configured {
+		return r.DefaultOverride
+	}
+	return configured
+}
+
+// Reconciliation is what Reconcile found about a destination.
+type Reconciliation struct {
+	Record  DestRecord
+	Changed bool   // the record differs from the one passed in
+	Reason  string // why, for the log; empty when nothing happened
+}
+
+// Reconcile compares the kernel's weight with what the daemon knows and
+// applies the ownership rules:
+//
+//   - a destination never seen before is adopted as managed at its kernel
+//     weight, unless that weight is 0: an unexplained 0 is an operator drain;
+//   - a kernel weight that differs from the one the daemon wrote was set by
+//     someone else: 0 means drained by the operator, any other value becomes
+//     the destination's new default weight (and it is managed again);
+//   - a drained or down destination still at 0 stays as it is.
+//
+// known is false when the daemon has no record of the destination (new, or
+// the state file was missing or corrupt).
+func Reconcile(rec DestRecord, known bool, kernelWeight, configuredDefault int) Reconciliation {
+	if !known {
+		if kernelWeight == 0 {
+			return Reconciliation{
+				Record:  DestRecord{State: DrainedByOperator},
+				Changed: true,
+				Reason:  "weight 0 not set by lvs-monitor: treated as an operator drain",
+			}
+		}
+		return Reconciliation{
+			Record:  DestRecord{State: Managed, Written: kernelWeight},
+			Changed: true,
+			Reason:  "adopted at its kernel weight",
+		}
+	}
+	if rec.State == Managed && kernelWeight == rec.Written {
+		return Reconciliation{Record: rec}
+	}
+	if rec.State != Managed && kernelWeight == 0 {
+		return Reconciliation{Record: rec}
+	}
+	// Someone else wrote the weight.
+	if kernelWeight == 0 {
+		return Reconciliation{
+			Record:  DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig},
+			Changed: true,
+			Reason:  fmt.Sprintf("weight set to 0 by another tool (lvs-monitor wrote %d): drained by operator", rec.Written),
+		}
+	}
+	reason := fmt.Sprintf("weight set to %d by another tool (lvs-monitor wrote %d): new default weight", kernelWeight, rec.Written)
+	switch rec.State {
+	case DrainedByOperator:
+		reason = fmt.Sprintf("undrained by operator at weight %d: new default weight", kernelWeight)
+	case Down:
+		reason = fmt.Sprintf("weight of a down server set to %d by another tool: new default weight", kernelWeight)
+	}
+	return Reconciliation{
+		Record: DestRecord{
+			State:            Managed,
+			Written:          kernelWeight,
+			DefaultOverride:  kernelWeight,
+			OverriddenConfig: configuredDefault,
+		},
+		Changed: true,
+		Reason:  reason,
+	}
+}
+
+// ReconcileServer applies Reconcile to a server and to what policy
+// remembers of it: the controller starts from the kernel weight the first
+// time it sees the server or when someone else set the weight, and a
+// server an operator puts back into rotation starts slow start at now.
+func ReconcileServer(rec DestRecord, known bool, kernelWeight, configuredDefault int, st *ServerState, now time.Time) Reconciliation {
+	res := Reconcile(rec, known, kernelWeight, configuredDefault)
+	if !res.Changed {
+		if !st.CtrlSet {
+			st.Ctrl, st.CtrlSet = float64(kernelWeight), true
+		}
+		return res
+	}
+	st.Ctrl, st.CtrlSet = float64(kernelWeight), true
+	if known && rec.State != Managed && res.Record.State == Managed {
+		st.RampStart = now // back in rotation: slow start
+	}
+	return res
+}
+
+// Drain is an operator's drain (lvsctl drain): weight 0, recorded as
+// DrainedByOperator so that the monitor never touches the server until it
+// is undrained — the same as `ipvsadm -e … -w 0`. The operator's default
+// weight override is kept. A server already drained at 0 needs nothing.
+func Drain(rec DestRecord, known bool, kernelWeight int) Decision {
+	d := NewDecision(KindOperator, kernelWeight, rec)
+	d.To = 0
+	if known && rec.State == DrainedByOperator && kernelWeight == 0 {
+		d.Trace.Verdict = "already drained"
+		return d
+	}
+	d.Record = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	d.RecordChanged = true
+	d.Write = kernelWeight != 0
+	d.Reason = "drained by operator (lvsctl)"
+	return d
+}
+
+// Undrain gives a drained (or down) server back its default weight — the
+// configured one, or the operator's override — ramped by slow start: the
+// first step is written now, and the controller goes on from the default
+// weight.
+func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availability, minWeight int) Decision {
+	def := rec.DefaultWeight(configuredDefault)
+	to := rampWeight(float64(def), SlowStartFactor(0, av.SlowStart, av.SlowStartFloor), minWeight)
+	d := NewDecision(KindOperator, kernelWeight, rec)
+	d.To, d.Write = to, true
+	d.Record = DestRecord{State: Managed, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	d.RecordChanged = true
+	d.Reason = fmt.Sprintf("undrained by operator (lvsctl): default weight %d", def)
+	d.OnWrite = Commit{SetCtrl: true, Ctrl: float64(def), StartRamp: to != def}
+	return d
+}
+
+// availability applies the ownership side of the availability rules to a
+// server that is not drained, before any controller runs:
+//
+//   - probe failed: a managed server goes to weight 0 (Down), remembering
+//     its weight; a server already down stays so;
+//   - probe answers again: a Down server gets its weight back (ramped by
+//     slow start, which a successful write starts).
+//
+// done is false when neither applies and the controller decides.
+func availability(o Observed, ramp float64, st *ServerState, p WeightParams) (d Decision, done bool) {
+	rec := o.Record
+	d = NewDecision(KindCycle, o.Kernel, rec)
+	switch {
+	case o.Probed && o.ProbeErr != nil && rec.State == Managed:
+		down := rec
+		down.State, down.Written, down.RestoreWeight = Down, 0, o.Kernel
+		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
+		d.Reason = fmt.Sprintf("unreachable: %v", o.ProbeErr)
+		return d, true
+	case !(o.Probed && o.ProbeErr == nil):
+		return d, true
+	case rec.State == Down:
+		full := rec.RestoreWeight
+		if full <= 0 {
+			full = rec.DefaultWeight(o.Configured)
+		}
+		to := rampWeight(float64(full), ramp, p.Min)
+		up := rec
+		up.State, up.Written, up.RestoreWeight = Managed, to, 0
+		st.Ctrl = float64(full)
+		d.Write, d.To, d.Record, d.RecordChanged = true, to, up, true
+		d.Reason = fmt.Sprintf("reachable again: weight %d restored (slow start from %d)", full, to)
+		if to == full {
+			d.Reason = fmt.Sprintf("reachable again: weight %d restored", full)
+		}
+		d.OnWrite.StartRamp = true
+		return d, true
+	}
+	return d, false
+}

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// verdict says in words what d decided for a server observed as o, and
+// why: the sentence `lvsctl explain` prints. A write's verdict is its
+// reason; the monitor adds how the write went.
+func verdict(d Decision, o Observed, p Params) string {
+	tr := d.Trace
+	g := tr.Guard
+	switch {
+	case d.Write:
+		return d.Reason
+	case o.Record.State == DrainedByOperator:
+		return "drained by the operator: not touched"
+	case tr.Frozen:
+		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
+	case o.Probed && o.ProbeErr != nil:
+		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers", o.ProbeErr)
+	case o.Record.State == Down:
+		return "down: weight 0 until the server answers"
+	case g.Held > 0 && g.Raised:
+		return fmt.Sprintf("backlog guard: weight held at %d (raised from %d: far below its share of active connections while the service's backlog grew) until its active connections per unit of its weight %d are back to at least 1/%.1f of the service's median; the controller's weight is not written below it",
+			g.Held, g.From, g.From, p.Guard.Release)
+	case g.Held > 0:
+		return fmt.Sprintf("backlog guard: weight held at %d (cut from %d) until the server's active connections per unit of its weight %d are back within %.1f× the service's median; the controller's weight is not written above it",
+			g.Held, g.From, g.From, p.Guard.Release)
+	case d.Kind == KindGuard:
+		return "backlog guard: nothing to do"
+	case math.IsNaN(tr.Load) && o.Polled && o.AgentErr != nil:
+		return fmt.Sprintf("agent failed (%v), service answering: weight kept", o.AgentErr)
+	case math.IsNaN(tr.Load):
+		return "no load computed: weight kept"
+	case tr.Compare == nil && tr.Capacity != nil:
+		return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",
+			MinCapacityBusy*100, MinCapacityBusy*50)
+	case tr.Compare == nil:
+		return "no new weight computed: weight kept"
+	}
+	c := tr.Compare
+	diff := abs(c.Next - c.Kernel)
+	if tr.Capacity != nil && p.Weight.Anchor > 0 {
+		def := o.Record.DefaultWeight(o.Configured)
+		what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", tr.Capacity.Factor)
+		if c.Next == def {
+			what += fmt.Sprintf(" (within the anchor: the default weight %d)", c.Next)
+		}
+		if diff == 0 {
+			return fmt.Sprintf("not written: %s; the kernel has %d already", what, c.Next)
+		}
+		return fmt.Sprintf("not written: %s; weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
+			what, c.Next, c.Kernel, diff, p.Weight.Band*100)
+	}
+	if tr.Capacity != nil {
+		return fmt.Sprintf("not written: capacity weight %d differs from the kernel's %d by %d, not more than %.0f%% of it",
+			c.Next, c.Kernel, diff, p.Weight.Band*100)
+	}
+	return fmt.Sprintf("not written: new weight %d differs from the kernel's %d by %d, not more than the threshold %d",
+		c.Next, c.Kernel, diff, p.Weight.Threshold)
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
