@@ -174,7 +174,8 @@ func writeMonitorError(w http.ResponseWriter, err error) {
 
 // ParseTarget parses a service ("VIP:PORT/proto", "fwmark:N") and a real
 // server ("RIP:PORT"; a bare RIP takes the service's port, as ipvsadm
-// does).
+// does). api.CheckTarget is its copy for clients, which may not import
+// ipvs; agree_test.go keeps the two in step.
 func ParseTarget(service, server string) (ipvs.ServiceKey, netip.AddrPort, error) {
 	svc, err := ipvs.ParseServiceKey(strings.TrimSpace(service))
 	if err != nil {

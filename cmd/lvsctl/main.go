@@ -45,7 +45,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"lvs-feedback/control"
 	"lvs-feedback/control/api"
 	"lvs-feedback/monitor"
 )
@@ -368,7 +367,7 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 			if s.LastChange != "" && s.State != api.StateAbsent {
 				notes = append(notes, fmt.Sprintf("  %s: last change: %s", s.Server, s.LastChange))
 			}
-			if s.Ownership == "managed" && s.State != api.StateRamping {
+			if s.Ownership == api.OwnershipManaged && s.State != api.StateRamping {
 				managed++
 				if s.KernelWeight < s.DefaultWeight {
 					below++
@@ -395,7 +394,7 @@ func (c *cli) target(cmd, synopsis string, pos []string) (string, string, bool) 
 	if len(pos) != 2 {
 		err = fmt.Errorf("want SERVICE SERVER, got %d arguments", len(pos))
 	} else {
-		_, _, err = control.ParseTarget(pos[0], pos[1])
+		err = api.CheckTarget(pos[0], pos[1])
 	}
 	if err != nil {
 		fmt.Fprintf(c.stderr, "lvsctl: %s: %v\nusage: lvsctl %s\n  e.g. lvsctl %s 192.0.2.10:80/tcp 198.51.100.11:80\n", cmd, err, synopsis, cmd)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"lvs-feedback/control"
 	"lvs-feedback/control/api"
 	"lvs-feedback/control/controltest"
 	"lvs-feedback/policy"
@@ -292,7 +292,7 @@ func TestExplain(t *testing.T) {
 	r.Cycle()
 	// 60 new connections to A, 30 to B and C: mean 40, INPUT of A 1.5.
 	for rs, n := range map[string]uint32{rsA: 60, rsB: 30, rsC: 30} {
-		_, dst, _ := control.ParseTarget(svc, rs)
+		dst := netip.MustParseAddrPort(rs)
 		if err := r.Table.AddConnections(controltest.Service, dst, n); err != nil {
 			t.Fatal(err)
 		}

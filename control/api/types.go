@@ -39,6 +39,18 @@ const (
 	StateActive = "active"
 )
 
+// Ownership values, the Ownership field of ServerStatus and Explanation:
+// the monitor's record of who owns a server's weight.
+const (
+	// OwnershipManaged: lvs-monitor computes and writes the weight.
+	OwnershipManaged = "managed"
+	// OwnershipDrained: someone other than lvs-monitor set weight 0
+	// (lvsctl drain, ipvsadm -w 0); left alone until undrained.
+	OwnershipDrained = "drained"
+	// OwnershipDown: the probe failed and lvs-monitor set weight 0.
+	OwnershipDown = "down"
+)
+
 // Status is the reply to GET /v1/status.
 type Status struct {
 	Version int       `json:"version"` // ProtocolVersion of the daemon
@@ -126,7 +138,7 @@ type ServerStatus struct {
 	Server string `json:"server"` // RIP:PORT
 	// State is one of the State* constants.
 	State string `json:"state"`
-	// Ownership is the monitor's record: managed, drained or down.
+	// Ownership is the monitor's record: one of the Ownership* constants.
 	Ownership     string `json:"ownership,omitempty"`
 	KernelWeight  int    `json:"kernel_weight"`
 	DefaultWeight int    `json:"default_weight"`
