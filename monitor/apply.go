@@ -22,11 +22,13 @@ type Outcome struct {
 	Err error
 }
 
-// change is one decision to apply to one destination.
+// change is one decision to apply to one destination; kernel, if not nil,
+// is set to the weight written.
 type change struct {
-	key DestKey
-	d   *policy.Decision
-	out *Outcome
+	key    DestKey
+	d      *policy.Decision
+	out    *Outcome
+	kernel *int
 }
 
 // applied sums up an apply.
@@ -63,6 +65,9 @@ func (m *Monitor) apply(changes []change) applied {
 		case err == nil:
 			res.writes++
 			c.out.Wrote = true
+			if c.kernel != nil {
+				*c.kernel = d.To
+			}
 			if d.RecordChanged {
 				m.state[c.key] = d.Record
 				res.recordsChanged = true
@@ -92,22 +97,16 @@ func (m *Monitor) apply(changes []change) applied {
 	return res
 }
 
-// applyRows applies one decision per row (a cycle's or a backlog
-// check's) and brings the rows' kernel weights up to date.
-func (m *Monitor) applyRows(rows []*destRow, ds []policy.Decision, outs []Outcome) applied {
-	changes := make([]change, 0, len(rows))
-	for i, r := range rows {
-		if ds[i].Write {
-			changes = append(changes, change{key: r.key, d: &ds[i], out: &outs[i]})
+// applyRows applies the rows' decisions (a cycle's or a backlog
+// check's) and brings their report entries up to date.
+func (m *Monitor) applyRows(rows []destRow) applied {
+	changes := make([]change, 0, len(rows)/8)
+	for i := range rows {
+		if d := rows[i].st; d.Decision.Write {
+			changes = append(changes, change{key: d.Key, d: &d.Decision, out: &d.Outcome, kernel: &d.KernelWeight})
 		}
 	}
-	res := m.apply(changes)
-	for i, r := range rows {
-		if outs[i].Wrote {
-			r.kernel.Weight = ds[i].To
-		}
-	}
-	return res
+	return m.apply(changes)
 }
 
 // applyOne applies an operator's or a peer's decision and returns its

@@ -13,27 +13,24 @@ import (
 	"lvs-feedback/policy"
 )
 
-// DestStatus is one destination's outcome of a cycle: what was observed,
-// the decision made (policy.Decision, with its trace), and how applying it
-// went. Logs, metrics, status and explain read it; none recomputes it.
+// DestStatus is one destination's outcome of a cycle: what was observed
+// (policy.Observed: ownership, kernel weight and connections as read, probe,
+// agent), the decision made (policy.Decision, with its trace), and how
+// applying it went. Logs, metrics, status and explain read it; none
+// recomputes it.
 type DestStatus struct {
-	Key           DestKey
+	Key DestKey
+	policy.Observed
 	State         policy.Ownership // after this cycle's write, if any
 	KernelWeight  int              // after this cycle's write, if any
 	DefaultWeight int
-	ActiveConns   int
 	InactiveConns int
-	NewConns      int64 // connections in the interval; -1 when unknown
-	ProbeRTT      time.Duration
-	ProbeErr      error
-	AgentErr      error
 	Report        agent.Report  // the agent's reply this cycle (zero if none)
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
 	// CPUSpan is how many seconds of the agent's sampling the CPU input
 	// averages (IntervalCPU); 0 when it is the agent's last window.
-	CPUSpan    float64
-	AgentOK    time.Time // last good agent reply (zero: none since start)
-	AgentStale bool      // the agent has been silent longer than agent_expiry
+	CPUSpan float64
+	AgentOK time.Time // last good agent reply (zero: none since start)
 
 	// Decision is the cycle's decision for the destination; Decision.Before
 	// is the kernel weight as read.
@@ -56,20 +53,15 @@ type CycleReport struct {
 	Params policy.Params
 }
 
-// destRow carries one configured destination through a cycle.
+// destRow carries one configured destination through a cycle; its
+// findings go into st, the destination's entry in the cycle's report.
 type destRow struct {
-	key    DestKey
-	svc    *ServiceConfig
-	server *ServerConfig
-	kernel ipvs.Destination
-	seen   *observed
-	state  *policy.ServerState
-	obs    policy.Observed // what policy decides from
-
-	report   agent.Report
-	agentDur time.Duration
-	cpuSpan  float64
-	reason   string // ownership change found while reconciling
+	st      *DestStatus
+	svc     *ServiceConfig
+	server  *ServerConfig
+	counter uint32 // the kernel's connection counter as read
+	seen    *observed
+	state   *policy.ServerState
 }
 
 // Cycle runs one pass of the pipeline:
@@ -79,7 +71,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	m.opMu.Lock() // operator requests wait for the cycle, and the cycle for them
 	defer m.opMu.Unlock()
 	start := m.deps.Now()
-	rows := m.readTable()
+	dests, rows := m.readTable()
 	m.readSchedulers() // the guard leaves hashing schedulers alone
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
@@ -89,15 +81,15 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
 	}
 	m.observe(rows)
-	decisions := m.decide(rows)
-	outcomes := make([]Outcome, len(rows))
-	res := m.applyRows(rows, decisions, outcomes)
+	m.decide(rows)
+	res := m.applyRows(rows)
 	errs := []error{res.err}
 	if stateChanged || res.recordsChanged {
 		errs = append(errs, m.saveState())
 	}
+	finish(rows)
 	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
-		Dests: m.statuses(rows, decisions, outcomes), Params: m.engine.Params()}
+		Dests: dests, Params: m.engine.Params()}
 	m.mu.Lock()
 	m.last = rep
 	m.mu.Unlock()
@@ -106,20 +98,21 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 }
 
 // readTable reads each configured service's destinations from the table and
-// returns a row for every configured server found there, grouped by
-// service in configuration order. Servers in the table but not in the
-// configuration are left alone; configured services or servers missing
-// from the table are noted once.
-func (m *Monitor) readTable() []*destRow {
+// returns a report entry and a row for every configured server found there,
+// grouped by service in configuration order. Servers in the table but not
+// in the configuration are left alone; configured services or servers
+// missing from the table are noted once.
+func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	n := 0
 	for i := range m.cfg.Services {
 		n += len(m.cfg.Services[i].Servers)
 	}
-	backing := make([]destRow, 0, n) // one allocation for every row
-	rows := make([]*destRow, 0, n)
+	// One allocation each for all entries and all rows.
+	out := make([]DestStatus, 0, n)
+	rows := make([]destRow, 0, n)
 	for i := range m.cfg.Services {
 		svc := &m.cfg.Services[i]
-		dests, err := m.deps.Table.Destinations(svc.Key)
+		table, err := m.deps.Table.Destinations(svc.Key)
 		if err != nil {
 			if errors.Is(err, ipvs.ErrNotFound) {
 				m.noteOnce("nosvc "+svc.Key.String(), slog.LevelWarn, "configured service not in the IPVS table; skipped until it appears", "service", svc.Key)
@@ -128,9 +121,9 @@ func (m *Monitor) readTable() []*destRow {
 			}
 			continue
 		}
-		byAddr := make(map[netip.AddrPort]int, len(dests))
-		for j := range dests {
-			byAddr[dests[j].Addr] = j
+		byAddr := make(map[netip.AddrPort]int, len(table))
+		for j := range table {
+			byAddr[table[j].Addr] = j
 		}
 		for j := range svc.Servers {
 			rs := &svc.Servers[j]
@@ -141,25 +134,31 @@ func (m *Monitor) readTable() []*destRow {
 			}
 			delete(byAddr, rs.Addr)
 			key := DestKey{Service: svc.Key, Dest: rs.Addr}
-			backing = append(backing, destRow{key: key, svc: svc, server: rs, kernel: dests[di], seen: m.seenOf(key), state: m.serverState(key)})
-			rows = append(rows, &backing[len(backing)-1])
+			k := &table[di]
+			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
+				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, NewConns: -1}})
+			rows = append(rows, destRow{svc: svc, server: rs, counter: k.Connections, seen: m.seenOf(key), state: m.serverState(key)})
 		}
 		for addr := range byAddr {
 			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
 		}
 	}
-	return rows
+	for i := range rows {
+		rows[i].st = &out[i] // out is not appended to any more
+	}
+	return out, rows
 }
 
 // reconcile applies the ownership rules (policy.ReconcileServer) to every
 // row and reports whether any record changed.
-func (m *Monitor) reconcile(rows []*destRow) bool {
+func (m *Monitor) reconcile(rows []destRow) bool {
 	changed := false
 	now := m.deps.Now()
-	for _, r := range rows {
-		rec, known := m.state[r.key]
-		res := policy.ReconcileServer(rec, known, r.kernel.Weight, r.server.Weight, r.state, now)
-		r.obs = policy.Observed{Record: res.Record, Configured: r.server.Weight, Kernel: r.kernel.Weight, Active: r.kernel.ActiveConns, NewConns: -1}
+	for i := range rows {
+		d := rows[i].st
+		rec, known := m.state[d.Key]
+		res := policy.ReconcileServer(rec, known, d.Kernel, d.Configured, rows[i].state, now)
+		d.Record = res.Record
 		if !res.Changed {
 			continue
 		}
@@ -167,12 +166,12 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 		if known && m.follower {
 			// Someone changed the weight on this director: the writer
 			// must hear of it (a drain on either director reaches both).
-			m.localEdits = append(m.localEdits, LocalEdit{Key: r.key, Weight: r.kernel.Weight})
+			m.localEdits = append(m.localEdits, LocalEdit{Key: d.Key, Weight: d.Kernel})
 		}
-		m.state[r.key] = res.Record
-		r.reason = res.Reason
-		m.log.Info("ownership", "service", r.key.Service, "server", r.key.Dest,
-			"weight", r.kernel.Weight, "state", res.Record.State, "reason", res.Reason)
+		m.state[d.Key] = res.Record
+		d.Reason = res.Reason
+		m.log.Info("ownership", "service", d.Key.Service, "server", d.Key.Dest,
+			"weight", d.Kernel, "state", res.Record.State, "reason", res.Reason)
 	}
 	return changed
 }
@@ -180,32 +179,32 @@ func (m *Monitor) reconcile(rows []*destRow) bool {
 // observe turns the rows' readings into what policy decides from: the
 // connections scheduled since the last cycle (counter deltas) and the CPU
 // busy fraction over the same interval (IntervalCPU).
-func (m *Monitor) observe(rows []*destRow) {
+func (m *Monitor) observe(rows []destRow) {
 	maxSpan := 2 * m.cfg.Interval.Seconds()
-	for _, r := range rows {
-		s, o := r.seen, &r.obs
+	for i := range rows {
+		r := &rows[i]
+		s, d := r.seen, r.st
 		if s.counterSet {
-			o.NewConns = int64(ipvs.ConnectionDelta(s.counter, r.kernel.Connections))
-			o.ActiveDelta = r.kernel.ActiveConns - s.active
+			d.NewConns = int64(ipvs.ConnectionDelta(s.counter, r.counter))
+			d.ActiveDelta = d.ActiveConns - s.active
 		}
-		s.active = r.kernel.ActiveConns
-		s.counter, s.counterSet = r.kernel.Connections, true
-		if o.Polled && o.AgentErr == nil {
-			o.CPU, r.cpuSpan = IntervalCPU(s.cpuTime, r.report.CPUTime, r.report.CPU, maxSpan)
-			o.Memory, o.Disk, o.Process = r.report.Memory, r.report.Disk, r.report.Processes
-			s.cpuTime = r.report.CPUTime
+		s.active = d.ActiveConns
+		s.counter, s.counterSet = r.counter, true
+		if d.Polled && d.AgentErr == nil {
+			d.CPU, d.CPUSpan = IntervalCPU(s.cpuTime, d.Report.CPUTime, d.Report.CPU, maxSpan)
+			d.Memory, d.Disk, d.Process = d.Report.Memory, d.Report.Disk, d.Report.Processes
+			s.cpuTime = d.Report.CPUTime
 		}
 	}
 }
 
-// decide hands each service's rows to policy and logs what policy says
-// happened to the service. A follower's decisions write nothing.
-func (m *Monitor) decide(rows []*destRow) []policy.Decision {
-	out := make([]policy.Decision, 0, len(rows))
+// decide hands each service's rows to policy, which fills in their
+// decisions, and logs what policy says happened to the service. A
+// follower's decisions write nothing.
+func (m *Monitor) decide(rows []destRow) {
 	now := m.deps.Now()
-	forEachService(rows, func(svc ipvs.ServiceKey, group []*destRow) {
-		obs, states := observations(group)
-		ds, ev := m.engine.Cycle(m.servicePolicy(group[0]), m.serviceState(svc), obs, states, m.follower, now)
+	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
+		ev := m.engine.Cycle(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group), m.follower, now)
 		switch {
 		case ev.FrozeNow:
 			m.log.Warn("service frozen: too many servers unreachable at once, the director is probably cut off; weights left as they are",
@@ -214,71 +213,51 @@ func (m *Monitor) decide(rows []*destRow) []policy.Decision {
 			m.log.Info("service unfrozen: enough servers reachable again", "service", svc, "unreachable", ev.Unreachable, "servers", ev.Eligible)
 		}
 		m.noteHashing(svc, ev.GuardOffForHashing)
-		for i := range ds {
-			m.logGuard(group[i].key, &ds[i])
+		for i := range group {
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
 		}
-		out = append(out, ds...)
 	})
-	return out
 }
 
 // forEachService calls fn for each run of rows of one service (readTable
 // returns them grouped).
-func forEachService(rows []*destRow, fn func(ipvs.ServiceKey, []*destRow)) {
+func forEachService(rows []destRow, fn func(ipvs.ServiceKey, []destRow)) {
 	for i := 0; i < len(rows); {
 		j := i + 1
-		for j < len(rows) && rows[j].key.Service == rows[i].key.Service {
+		for j < len(rows) && rows[j].st.Key.Service == rows[i].st.Key.Service {
 			j++
 		}
-		fn(rows[i].key.Service, rows[i:j])
+		fn(rows[i].st.Key.Service, rows[i:j])
 		i = j
 	}
 }
 
-func observations(rows []*destRow) ([]policy.Observed, []*policy.ServerState) {
-	obs := make([]policy.Observed, len(rows))
-	states := make([]*policy.ServerState, len(rows))
-	for i, r := range rows {
-		obs[i], states[i] = r.obs, r.state
+// servers lays out rows for policy.
+func servers(rows []destRow) []policy.Server {
+	out := make([]policy.Server, len(rows))
+	for i := range rows {
+		d := rows[i].st
+		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision}
 	}
-	return obs, states
+	return out
 }
 
 // servicePolicy is what policy needs to know of r's service.
 func (m *Monitor) servicePolicy(r *destRow) policy.Service {
-	_, hashing := m.hashed[r.key.Service]
+	_, hashing := m.hashed[r.st.Key.Service]
 	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: hashing}
 }
 
-// statuses builds the report's rows.
-func (m *Monitor) statuses(rows []*destRow, ds []policy.Decision, outs []Outcome) []DestStatus {
-	out := make([]DestStatus, len(rows))
-	for i, r := range rows {
-		d := &ds[i]
-		rec, reason := r.obs.Record, r.reason
-		if outs[i].Wrote {
-			rec, reason = d.Record, d.Reason
+// finish completes the report's entries after apply: the ownership and
+// default weight that stand, and the last change.
+func finish(rows []destRow) {
+	for i := range rows {
+		d := rows[i].st
+		rec := d.Record
+		if d.Outcome.Wrote {
+			rec, d.Reason = d.Decision.Record, d.Decision.Reason
 		}
-		out[i] = DestStatus{
-			Key:           r.key,
-			State:         rec.State,
-			KernelWeight:  r.kernel.Weight,
-			DefaultWeight: rec.DefaultWeight(r.server.Weight),
-			ActiveConns:   r.kernel.ActiveConns,
-			InactiveConns: r.kernel.InactiveConns,
-			NewConns:      r.obs.NewConns,
-			ProbeRTT:      r.obs.RTT,
-			ProbeErr:      r.obs.ProbeErr,
-			AgentErr:      r.obs.AgentErr,
-			Report:        r.report,
-			AgentDuration: r.agentDur,
-			CPUSpan:       r.cpuSpan,
-			AgentOK:       r.seen.agentOK,
-			AgentStale:    r.obs.AgentStale,
-			Decision:      *d,
-			Outcome:       outs[i],
-			Reason:        reason,
-		}
+		d.State, d.DefaultWeight = rec.State, rec.DefaultWeight(d.Configured)
+		d.AgentOK = rows[i].seen.agentOK
 	}
-	return out
 }

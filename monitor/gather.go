@@ -14,7 +14,7 @@ import (
 // gather probes every row that is not drained and polls the agent of every
 // managed row, concurrently (at most cfg.Concurrency at once), each call
 // bounded by its timeout.
-func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
+func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 	// One job per probe and per agent poll, run by a fixed pool of
 	// cfg.Concurrency workers (not a goroutine per job: at 10,000 servers
 	// that is 20,000 goroutines a cycle).
@@ -23,12 +23,13 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		agent bool
 	}
 	jobs := make([]job, 0, 2*len(rows))
-	for _, r := range rows {
-		if r.obs.Record.State == policy.DrainedByOperator {
+	for i := range rows {
+		r := &rows[i]
+		if r.st.Record.State == policy.DrainedByOperator {
 			continue
 		}
 		jobs = append(jobs, job{r: r})
-		if r.obs.Record.State == policy.Managed {
+		if r.st.Record.State == policy.Managed {
 			jobs = append(jobs, job{r: r, agent: true})
 		}
 	}
@@ -55,19 +56,20 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 		return // stopped: the failures are ours; Cycle decides nothing
 	}
 	var started, recovered []*destRow
-	for _, r := range rows {
-		if !r.obs.Polled {
+	for i := range rows {
+		r := &rows[i]
+		if !r.st.Polled {
 			continue
 		}
 		// Log when an agent starts or stops failing, not every interval.
-		failing := r.obs.AgentErr != nil
+		failing := r.st.AgentErr != nil
 		switch {
 		case failing && !r.seen.agentFailing:
 			started = append(started, r)
 		case !failing && r.seen.agentFailing:
 			recovered = append(recovered, r)
 		case failing:
-			m.log.Debug("agent poll failed", "service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr, "error", r.obs.AgentErr)
+			m.log.Debug("agent poll failed", "service", r.st.Key.Service, "server", r.st.Key.Dest, "agent", r.server.AgentAddr, "error", r.st.AgentErr)
 		}
 		r.seen.agentFailing = failing
 		if !failing {
@@ -77,7 +79,7 @@ func (m *Monitor) gather(ctx context.Context, rows []*destRow) {
 			if last.IsZero() {
 				last = m.started
 			}
-			r.obs.AgentStale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
+			r.st.AgentStale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
 		}
 	}
 	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
@@ -93,9 +95,9 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 	ctx := context.Background()
 	if len(rows) <= maxAgentLines {
 		for _, r := range rows {
-			attrs := []any{"service", r.key.Service, "server", r.key.Dest, "agent", r.server.AgentAddr}
-			if r.obs.AgentErr != nil {
-				attrs = append(attrs, "error", r.obs.AgentErr)
+			attrs := []any{"service", r.st.Key.Service, "server", r.st.Key.Dest, "agent", r.server.AgentAddr}
+			if r.st.AgentErr != nil {
+				attrs = append(attrs, "error", r.st.AgentErr)
 			}
 			m.log.Log(ctx, level, msg, attrs...)
 		}
@@ -104,16 +106,16 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 	bySvc := map[ipvs.ServiceKey][]*destRow{}
 	var order []ipvs.ServiceKey
 	for _, r := range rows {
-		if bySvc[r.key.Service] == nil {
-			order = append(order, r.key.Service)
+		if bySvc[r.st.Key.Service] == nil {
+			order = append(order, r.st.Key.Service)
 		}
-		bySvc[r.key.Service] = append(bySvc[r.key.Service], r)
+		bySvc[r.st.Key.Service] = append(bySvc[r.st.Key.Service], r)
 	}
 	for _, svc := range order {
 		rs := bySvc[svc]
-		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].key.Dest}
-		if rs[0].obs.AgentErr != nil {
-			attrs = append(attrs, "error", rs[0].obs.AgentErr)
+		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].st.Key.Dest}
+		if rs[0].st.AgentErr != nil {
+			attrs = append(attrs, "error", rs[0].st.AgentErr)
 		}
 		m.log.Log(ctx, level, msg, attrs...)
 	}
@@ -123,8 +125,8 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 func (m *Monitor) probe(ctx context.Context, r *destRow) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
 	defer cancel()
-	r.obs.RTT, r.obs.ProbeErr = m.deps.Prober.Probe(ctx, r.key.Dest, r.svc.Probe)
-	r.obs.Probed = true
+	r.st.ProbeRTT, r.st.ProbeErr = m.deps.Prober.Probe(ctx, r.st.Key.Dest, r.svc.Probe)
+	r.st.Probed = true
 }
 
 // pollAgent fetches r's agent report, bounded by agent_timeout.
@@ -132,7 +134,7 @@ func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
 	defer cancel()
 	start := time.Now()
-	r.report, r.obs.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
-	r.agentDur = time.Since(start)
-	r.obs.Polled = true
+	r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.st.AgentDuration = time.Since(start)
+	r.st.Polled = true
 }

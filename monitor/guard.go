@@ -49,29 +49,26 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	if m.follower || !m.cfg.Guard.Enabled() {
 		return 0, nil
 	}
-	rows := m.readTable()
+	_, rows := m.readTable()
 	stateChanged := m.reconcile(rows)
-	ds := make([]policy.Decision, 0, len(rows))
 	heldBefore := make([]bool, len(rows))
-	for i, r := range rows {
-		heldBefore[i] = r.state.Guard.Holding()
+	for i := range rows {
+		heldBefore[i] = rows[i].state.Guard.Holding()
 	}
-	forEachService(rows, func(svc ipvs.ServiceKey, group []*destRow) {
-		obs, states := observations(group)
-		out := m.engine.Check(m.servicePolicy(group[0]), m.serviceState(svc), obs, states)
+	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
+		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
 		m.noteHashing(svc, m.hashed[svc] != "" && m.cfg.Guard.Enabled())
-		ds = append(ds, out...)
+		for i := range group {
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+		}
 	})
-	for i, r := range rows {
-		m.logGuard(r.key, &ds[i])
-	}
-	outs := make([]Outcome, len(rows))
-	res := m.applyRows(rows, ds, outs)
-	for i, r := range rows {
+	res := m.applyRows(rows)
+	for i := range rows {
 		// Between cycles the metrics hear of a move or a hold that ended
 		// here; a cycle's report carries the rest (observeCycle).
-		if outs[i].Wrote || heldBefore[i] != r.state.Guard.Holding() {
-			m.deps.Metrics.guardChanged(r.key, outs[i].Wrote, r.state.Guard)
+		r := &rows[i]
+		if r.st.Outcome.Wrote || heldBefore[i] != r.state.Guard.Holding() {
+			m.deps.Metrics.guardChanged(r.st.Key, r.st.Outcome.Wrote, r.state.Guard)
 		}
 	}
 	err := res.err

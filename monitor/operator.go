@@ -157,7 +157,7 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 	}
 	p := st.LastCycle.Params
 	c, in := p.Coefficients, d.Decision.Trace.Inputs
-	e := Explanation{Dest: *d, Params: p, Decision: Verdict(*d)}
+	e := Explanation{Dest: *d, Params: p, Decision: Verdict(*d, p)}
 	for _, t := range []Term{
 		{"input", in.Input, c.Input, 0}, {"cpu", in.CPU, c.CPU, 0}, {"memory", in.Memory, c.Memory, 0},
 		{"disk", in.Disk, c.Disk, 0}, {"response", in.Response, c.Response, 0}, {"process", in.Process, c.Process, 0},
@@ -168,10 +168,10 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 	return e, nil
 }
 
-// Verdict says what became of a destination's decision: the decision's
-// own verdict, and for a write how it went.
-func Verdict(d DestStatus) string {
-	v := d.Decision.Trace.Verdict
+// Verdict says what became of a destination's decision (made with p): the
+// decision's own verdict, and for a write how it went.
+func Verdict(d DestStatus, p policy.Params) string {
+	v := d.Decision.Verdict(p)
 	switch o := d.Outcome; {
 	case o.Wrote:
 		return "written: " + v

@@ -226,26 +226,26 @@ func (capacityController) Name() string { return ControllerCapacity }
 // arrive just before it): estimates start afresh, and a server the writer
 // had moved off its default weight stays there until the new writer's own
 // measurements say otherwise.
-func (capacityController) Measure(p WeightParams, obs []Observed, states []*ServerState, traces []*Trace, follower bool) {
+func (capacityController) Measure(p WeightParams, servers []Server, follower bool) {
 	if follower {
-		for _, st := range states {
-			st.Capacity = CapacityState{}
-			st.Guard = GuardState{} // the new writer's guard starts afresh
+		for _, sv := range servers {
+			sv.State.Capacity = CapacityState{}
+			sv.State.Guard = GuardState{} // the new writer's guard starts afresh
 		}
 		return
 	}
 	var cpus []float64
-	for _, o := range obs {
-		if o.agentOK() {
-			cpus = append(cpus, o.CPU)
+	for _, sv := range servers {
+		if sv.Obs.agentOK() {
+			cpus = append(cpus, sv.Obs.CPU)
 		}
 	}
 	medianCPU := median(cpus)
 	maxEst := 0.0
-	peers := make([]CapacityPeer, len(obs))
-	steps := make([]CapacityStep, len(obs))
-	for i, o := range obs {
-		cs := &states[i].Capacity
+	peers := make([]CapacityPeer, len(servers))
+	steps := make([]CapacityStep, len(servers))
+	for i, sv := range servers {
+		o, cs := sv.Obs, &sv.State.Capacity
 		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
 		def := float64(o.Record.DefaultWeight(o.Configured))
 		measured := o.agentOK() && o.NewConns >= 0
@@ -279,7 +279,7 @@ func (capacityController) Measure(p WeightParams, obs []Observed, states []*Serv
 	}
 	if p.Anchor > 0 {
 		for i, f := range AnchorFactors(peers) {
-			o, cs := obs[i], &states[i].Capacity
+			o, cs := servers[i].Obs, &servers[i].State.Capacity
 			steps[i].Factor = f
 			def := o.Record.DefaultWeight(o.Configured)
 			if !cs.AnchorSet { // a start, a takeover: a server off its default was moved there
@@ -290,14 +290,14 @@ func (capacityController) Measure(p WeightParams, obs []Observed, states []*Serv
 			}
 		}
 	} else {
-		for i := range obs {
-			if cs := states[i].Capacity; cs.NObs > 0 {
+		for i, sv := range servers {
+			if cs := sv.State.Capacity; cs.NObs > 0 {
 				steps[i].Weight = CapacityWeight(cs.Est, maxEst, p.Resolution, p.Min)
 			}
 		}
 	}
-	for i := range traces {
-		traces[i].Capacity = &steps[i]
+	for i, sv := range servers {
+		sv.Out.Trace.Capacity = &steps[i]
 	}
 }
 
@@ -307,7 +307,7 @@ func (capacityController) Measure(p WeightParams, obs []Observed, states []*Serv
 // when the kernel weight is below the minimum. Without a capacity decision
 // this cycle the weight is kept — but a slow-start ramp goes on towards the
 // last weight (the restore weight of a server back from down).
-func (capacityController) Step(p WeightParams, o Observed, st *ServerState, ramp float64, d *Decision) {
+func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ramp float64, d *Decision) {
 	var c CapacityStep
 	if d.Trace.Capacity != nil {
 		c = *d.Trace.Capacity

@@ -13,11 +13,11 @@ type Controller interface {
 	// rotation, before any decision; it updates their state and records
 	// its figures in their traces. A follower (another director writes)
 	// measures nothing.
-	Measure(p WeightParams, obs []Observed, states []*ServerState, traces []*Trace, follower bool)
+	Measure(p WeightParams, servers []Server, follower bool)
 	// Step proposes one server's weight (a write, with its reason and the
 	// comparison behind it, in d) or leaves d as it is. It runs only for a
 	// managed, reachable server with a load.
-	Step(p WeightParams, o Observed, st *ServerState, ramp float64, d *Decision)
+	Step(p WeightParams, o *Observed, st *ServerState, ramp float64, d *Decision)
 }
 
 // NewController returns the controller p names.

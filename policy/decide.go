@@ -97,8 +97,24 @@ type Trace struct {
 	Compare *Comparison
 	// Guard is the backlog guard's part, when it holds or moved the weight.
 	Guard GuardTrace
-	// Verdict says in words what was decided and why.
-	Verdict string
+	// From is the ownership the decision started from; Default the
+	// server's default weight then.
+	From    Ownership
+	Default int
+	// ProbeErr and AgentErr are the probe's and the agent's failures
+	// (nil: answered, or not asked).
+	ProbeErr, AgentErr error
+}
+
+// noted records in the trace what the verdict needs of the observation.
+func (tr *Trace) noted(o *Observed) {
+	tr.From, tr.Default = o.Record.State, o.Record.DefaultWeight(o.Configured)
+	if o.Probed {
+		tr.ProbeErr = o.ProbeErr
+	}
+	if o.Polled {
+		tr.AgentErr = o.AgentErr
+	}
 }
 
 // Comparison is the write rule's test of a candidate weight.
@@ -133,10 +149,10 @@ type ServiceState struct {
 
 // Observed is one configured server as the monitor observed it in a cycle.
 type Observed struct {
-	Record     DestRecord // ownership, after ReconcileServer
-	Configured int        // the configured default weight
-	Kernel     int        // the kernel's weight as read
-	Active     int        // active connections
+	Record      DestRecord // ownership, after ReconcileServer
+	Configured  int        // the configured default weight
+	Kernel      int        // the kernel's weight as read
+	ActiveConns int        // active connections
 	// NewConns is the connections scheduled to the server in the interval,
 	// -1 when unknown (no earlier reading); ActiveDelta the growth of its
 	// active connections over the same interval.
@@ -145,7 +161,7 @@ type Observed struct {
 
 	Probed   bool
 	ProbeErr error
-	RTT      time.Duration
+	ProbeRTT time.Duration
 
 	Polled     bool // the agent was polled
 	AgentErr   error
@@ -155,8 +171,8 @@ type Observed struct {
 	CPU, Memory, Disk, Process float64
 }
 
-func (o Observed) agentOK() bool   { return o.Polled && o.AgentErr == nil }
-func (o Observed) reachable() bool { return o.Probed && o.ProbeErr == nil }
+func (o *Observed) agentOK() bool   { return o.Polled && o.AgentErr == nil }
+func (o *Observed) reachable() bool { return o.Probed && o.ProbeErr == nil }
 
 // Service is what a service's decisions need besides its servers.
 type Service struct {
@@ -196,51 +212,56 @@ func (e *Engine) Params() Params { return e.p }
 // Controller returns the engine's weight controller.
 func (e *Engine) Controller() Controller { return e.ctrl }
 
+// Server is one server's place in a decision: what was observed, what
+// policy remembers of it, and the decision policy fills in.
+type Server struct {
+	Obs   *Observed
+	State *ServerState
+	Out   *Decision
+}
+
 // Cycle decides one service's weights for one cycle: inputs and loads,
 // the controller's measurement, then — unless follower (another director
 // writes) — the availability rules, the controller's weights and the
-// backlog guard's holds. obs, states and the result are parallel; states
-// and svc are updated in place.
-func (e *Engine) Cycle(s Service, st *ServiceState, obs []Observed, states []*ServerState, follower bool, now time.Time) ([]Decision, Events) {
-	out := make([]Decision, len(obs))
-	for i, o := range obs {
-		out[i] = NewDecision(KindCycle, o.Kernel, o.Record)
-		out[i].Trace.CtrlBefore, out[i].Trace.CtrlAfter = states[i].Ctrl, states[i].Ctrl
+// backlog guard's holds. It fills in each server's Out and updates the
+// servers' states and svc in place.
+func (e *Engine) Cycle(s Service, st *ServiceState, servers []Server, follower bool, now time.Time) Events {
+	for _, sv := range servers {
+		*sv.Out = NewDecision(KindCycle, sv.Obs.Kernel, sv.Obs.Record)
+		sv.Out.Trace.CtrlBefore, sv.Out.Trace.CtrlAfter = sv.State.Ctrl, sv.State.Ctrl
+		sv.Out.Trace.noted(sv.Obs)
 	}
-	e.assess(s, obs, states, out, follower)
+	e.assess(s, servers, follower)
 	if follower {
-		return out, Events{}
+		return Events{}
 	}
-	frozen, ev := e.freeze(st, obs)
-	for i, o := range obs {
-		e.decide(o, states[i], &out[i], frozen, now)
+	frozen, ev := e.freeze(st, servers)
+	for _, sv := range servers {
+		e.decide(sv.Obs, sv.State, sv.Out, frozen, now)
 	}
-	ev.GuardOffForHashing = e.guard(s, st, obs, states, out, true)
-	for i := range out {
-		out[i].Trace.Verdict = verdict(out[i], obs[i], e.p)
-	}
-	return out, ev
+	ev.GuardOffForHashing = e.guard(s, st, servers, true)
+	return ev
 }
 
 // assess computes the inputs and loads of the servers in rotation
 // (managed, reachable, weight above 0), and the controller's measurement.
-func (e *Engine) assess(s Service, obs []Observed, states []*ServerState, out []Decision, follower bool) {
-	var idx []int
+func (e *Engine) assess(s Service, servers []Server, follower bool) {
+	var rotation []Server
 	var conns []int64
-	for i, o := range obs {
-		if o.Record.State == Managed && o.reachable() && o.Kernel > 0 {
-			idx = append(idx, i)
+	for _, sv := range servers {
+		if o := sv.Obs; o.Record.State == Managed && o.reachable() && o.Kernel > 0 {
+			rotation = append(rotation, sv)
 			conns = append(conns, o.NewConns)
 		}
 	}
-	if len(idx) == 0 {
+	if len(rotation) == 0 {
 		return
 	}
 	inputs := InputLoads(conns)
 	c := e.p.Coefficients
-	for k, i := range idx {
-		o, tr := obs[i], &out[i].Trace
-		tr.Inputs = Inputs{Input: inputs[k], Response: ResponseLoad(o.RTT, s.Reference)}
+	for k, sv := range rotation {
+		o, tr := sv.Obs, &sv.Out.Trace
+		tr.Inputs = Inputs{Input: inputs[k], Response: ResponseLoad(o.ProbeRTT, s.Reference)}
 		switch {
 		case o.agentOK():
 			tr.Inputs.CPU, tr.Inputs.Memory, tr.Inputs.Disk, tr.Inputs.Process = o.CPU, o.Memory, o.Disk, o.Process
@@ -251,40 +272,17 @@ func (e *Engine) assess(s Service, obs []Observed, states []*ServerState, out []
 			}
 		}
 	}
-	e.ctrl.Measure(e.p.Weight, pick(obs, idx), pickStates(states, idx), pickTraces(out, idx), follower)
-}
-
-func pick(obs []Observed, idx []int) []Observed {
-	out := make([]Observed, len(idx))
-	for k, i := range idx {
-		out[k] = obs[i]
-	}
-	return out
-}
-
-func pickStates(states []*ServerState, idx []int) []*ServerState {
-	out := make([]*ServerState, len(idx))
-	for k, i := range idx {
-		out[k] = states[i]
-	}
-	return out
-}
-
-func pickTraces(d []Decision, idx []int) []*Trace {
-	out := make([]*Trace, len(idx))
-	for k, i := range idx {
-		out[k] = &d[i].Trace
-	}
-	return out
+	e.ctrl.Measure(e.p.Weight, rotation, follower)
 }
 
 // freeze applies fail static: a service with more than freeze_share of its
 // servers (those not drained) unreachable at once is frozen this cycle.
 // A service with every server drained has nothing to decide and keeps its
 // state.
-func (e *Engine) freeze(st *ServiceState, obs []Observed) (bool, Events) {
+func (e *Engine) freeze(st *ServiceState, servers []Server) (bool, Events) {
 	var ev Events
-	for _, o := range obs {
+	for _, sv := range servers {
+		o := sv.Obs
 		if o.Record.State == DrainedByOperator {
 			continue
 		}
@@ -306,7 +304,7 @@ func (e *Engine) freeze(st *ServiceState, obs []Observed) (bool, Events) {
 // left alone; then the availability rules; then the controller, unless
 // the load is unknown (an agent that failed, not yet stale: a dead agent
 // is not a dead server, and its weight is kept).
-func (e *Engine) decide(o Observed, st *ServerState, d *Decision, frozen bool, now time.Time) {
+func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, now time.Time) {
 	av := e.p.Availability
 	tr := &d.Trace
 	tr.Ramp = 1
@@ -328,13 +326,11 @@ func (e *Engine) decide(o Observed, st *ServerState, d *Decision, frozen bool, n
 
 // step is decide for a server that is neither drained nor frozen, at
 // slow-start factor ramp: the availability rules, then the controller.
-func (e *Engine) step(o Observed, st *ServerState, d *Decision, ramp float64) {
+func (e *Engine) step(o *Observed, st *ServerState, d *Decision, ramp float64) {
 	if !(ramp > 0 && ramp <= 1) {
 		ramp = 1
 	}
-	if a, done := availability(o, ramp, st, e.p.Weight); done {
-		a.Trace = d.Trace
-		*d = a
+	if availability(o, ramp, st, e.p.Weight, d) {
 		d.Trace.CtrlAfter = st.Ctrl
 		return
 	}

@@ -66,13 +66,13 @@ type lvsFormula struct{}
 
 func (lvsFormula) Name() string { return ControllerLVS }
 
-func (lvsFormula) Measure(WeightParams, []Observed, []*ServerState, []*Trace, bool) {}
+func (lvsFormula) Measure(WeightParams, []Server, bool) {}
 
 // Step runs the formula on the server's load; the result is written when
 // it passes the threshold, when the kernel weight lies outside [Min,
 // Scale·default] (a lowered default weight takes effect at once), or at
 // every step of a slow-start ramp.
-func (lvsFormula) Step(p WeightParams, o Observed, st *ServerState, ramp float64, d *Decision) {
+func (lvsFormula) Step(p WeightParams, o *Observed, st *ServerState, ramp float64, d *Decision) {
 	def := o.Record.DefaultWeight(o.Configured)
 	load := d.Trace.Load
 	f := FormulaStep{Before: st.Ctrl, Load: load, Step: p.Gain * math.Cbrt(p.Target-load), Min: float64(p.Min), Max: MaxWeightFor(def, p), Ramp: ramp}

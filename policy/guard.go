@@ -152,32 +152,29 @@ type GuardTrace struct {
 // Check runs one backlog check between cycles on a service whose servers
 // were read from the table (only Record, Configured, Kernel and Active of
 // obs are used): backlogged servers are cut and held, starved ones raised.
-func (e *Engine) Check(s Service, st *ServiceState, obs []Observed, states []*ServerState) []Decision {
-	out := make([]Decision, len(obs))
-	for i, o := range obs {
-		out[i] = NewDecision(KindGuard, o.Kernel, o.Record)
+func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
+	for _, sv := range servers {
+		*sv.Out = NewDecision(KindGuard, sv.Obs.Kernel, sv.Obs.Record)
+		sv.Out.Trace.noted(sv.Obs)
 	}
-	e.guard(s, st, obs, states, out, false)
-	for i := range out {
-		out[i].Trace.Verdict = verdict(out[i], obs[i], e.p)
-	}
-	return out
+	e.guard(s, st, servers, false)
 }
 
 // medianPerWeight is the median of active connections per unit of weight
 // over a service's servers in rotation (managed, weight > 0). A held
 // server counts at the weight it had before the move.
-func medianPerWeight(obs []Observed, states []*ServerState) float64 {
-	var v []float64
-	for i, o := range obs {
+func medianPerWeight(servers []Server) float64 {
+	v := make([]float64, 0, len(servers))
+	for _, sv := range servers {
+		o := sv.Obs
 		if o.Record.State != Managed || o.Kernel <= 0 {
 			continue
 		}
 		w := o.Kernel
-		if g := states[i].Guard; g.Holding() {
+		if g := sv.State.Guard; g.Holding() {
 			w = g.From
 		}
-		v = append(v, float64(o.Active)/float64(w))
+		v = append(v, float64(o.ActiveConns)/float64(w))
 	}
 	return median(v)
 }
@@ -198,7 +195,7 @@ func medianPerWeight(obs []Observed, states []*ServerState) float64 {
 // A server that leaves the managed state (drained, down) forgets its hold;
 // a frozen service is left as it is. It reports whether the guard is off
 // for the service only because of a hashing scheduler.
-func (e *Engine) guard(s Service, st *ServiceState, obs []Observed, states []*ServerState, out []Decision, inCycle bool) (offForHashing bool) {
+func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bool) (offForHashing bool) {
 	g := e.p.Guard
 	if st.Frozen {
 		return false
@@ -207,11 +204,11 @@ func (e *Engine) guard(s Service, st *ServiceState, obs []Observed, states []*Se
 	if s.Hashing && on {
 		on, offForHashing = false, true
 	}
-	med := medianPerWeight(obs, states)
+	med := medianPerWeight(servers)
 	building := st.BacklogSeen && med > st.BacklogMedian // the service's backlog grows
 	st.BacklogMedian, st.BacklogSeen = med, true
-	for i, o := range obs {
-		gs, d := &states[i].Guard, &out[i]
+	for _, sv := range servers {
+		o, gs, d := sv.Obs, &sv.State.Guard, sv.Out
 		d.Trace.Guard.Median = med
 		leaving := d.Write && d.Record.State != Managed
 		switch {
@@ -219,11 +216,11 @@ func (e *Engine) guard(s Service, st *ServiceState, obs []Observed, states []*Se
 			if gs.Holding() {
 				d.Trace.Guard.Event, d.Trace.Guard.DroppedAs = GuardDropped, d.Record.State
 			}
-			*gs = GuardState{PrevActive: o.Active}
+			*gs = GuardState{PrevActive: o.ActiveConns}
 		case gs.Holding():
 			e.holdOrRelease(o, gs, d, med, inCycle, on)
 		default:
-			e.detect(o, states[i], d, med, building, inCycle, on)
+			e.detect(o, sv.State, d, med, building, inCycle, on)
 		}
 		d.Trace.Guard.Held, d.Trace.Guard.From, d.Trace.Guard.Raised = gs.Weight, gs.From, gs.Raised
 	}
@@ -232,15 +229,15 @@ func (e *Engine) guard(s Service, st *ServiceState, obs []Observed, states []*Se
 
 // detect is guard for a server that is not held: between cycles, a server
 // backlogged (or starved) at two checks in a row is cut (or raised).
-func (e *Engine) detect(o Observed, st *ServerState, d *Decision, med float64, building, inCycle, on bool) {
+func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, med float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
-	ratio, excess := BacklogRatio(o.Active, o.Kernel, med)
+	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, med)
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
-	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.Active, gs.PrevActive, g)
+	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
-	gs.Over, gs.Under, gs.PrevActive = over, under, o.Active
+	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	tr := &d.Trace.Guard
 	switch {
 	case cut:
@@ -248,28 +245,28 @@ func (e *Engine) detect(o Observed, st *ServerState, d *Decision, med float64, b
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.Active, From: o.Kernel, Weight: to, Restore: o.Kernel}
-		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.Active
-		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", o.Active, ratio, med), 1)
+		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
+		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", o.ActiveConns, ratio, med), 1)
 	case raise:
 		to := GuardRaise(o.Kernel, ratio)
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.Active, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel}
-		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.Active
-		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", o.Active, ratio, med), 1)
+		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
+		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", o.ActiveConns, ratio, med), 1)
 	}
 }
 
 // holdOrRelease is guard for a held server; on is false when the guard is
 // off (for its service), which ends every hold.
-func (e *Engine) holdOrRelease(o Observed, gs *GuardState, d *Decision, med float64, inCycle, on bool) {
+func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, med float64, inCycle, on bool) {
 	g := e.p.Guard
 	if inCycle && d.Write {
 		gs.Restore = d.To // the controller's latest weight
 	}
-	ratio, excess := BacklogRatio(o.Active, gs.From, med)
+	ratio, excess := BacklogRatio(o.ActiveConns, gs.From, med)
 	changed := o.Kernel != gs.Weight // by someone else
 	// Back to its share. Not on the excess: a server that stays slow holds
 	// a few connections more than its share even at its cut weight, and
@@ -285,18 +282,18 @@ func (e *Engine) holdOrRelease(o Observed, gs *GuardState, d *Decision, med floa
 	// released between cycles, a server that lost capacity would get its
 	// old weight back before the controller could lower it.
 	if !on || inCycle && back || changed {
-		tr.Event, tr.Ratio, tr.Active, tr.Restore = GuardReleased, ratio, o.Active, gs.Restore
+		tr.Event, tr.Ratio, tr.Active, tr.Restore = GuardReleased, ratio, o.ActiveConns, gs.Restore
 		if !changed && !d.Write && gs.Restore != o.Kernel {
 			what := "backlog gone"
 			if gs.Raised {
 				what = "share back"
 			}
-			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.Active, ratio, gs.Restore), 1)
+			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.Active}
+		*gs = GuardState{PrevActive: o.ActiveConns}
 		return
 	}
-	gs.PrevActive = o.Active
+	gs.PrevActive = o.ActiveConns
 	if !inCycle || !d.Write {
 		return
 	}

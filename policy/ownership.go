@@ -142,14 +142,12 @@ func ReconcileServer(rec DestRecord, known bool, kernelWeight, configuredDefault
 // weight override is kept. A server already drained at 0 needs nothing.
 func Drain(rec DestRecord, known bool, kernelWeight int) Decision {
 	d := NewDecision(KindOperator, kernelWeight, rec)
-	d.To = 0
 	if known && rec.State == DrainedByOperator && kernelWeight == 0 {
-		d.Trace.Verdict = "already drained"
-		return d
+		return d // already drained
 	}
 	d.Record = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
 	d.RecordChanged = true
-	d.Write = kernelWeight != 0
+	d.To, d.Write = 0, kernelWeight != 0
 	d.Reason = "drained by operator (lvsctl)"
 	return d
 }
@@ -178,19 +176,18 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 //   - probe answers again: a Down server gets its weight back (ramped by
 //     slow start, which a successful write starts).
 //
-// done is false when neither applies and the controller decides.
-func availability(o Observed, ramp float64, st *ServerState, p WeightParams) (d Decision, done bool) {
+// It reports false when neither applies and the controller decides.
+func availability(o *Observed, ramp float64, st *ServerState, p WeightParams, d *Decision) bool {
 	rec := o.Record
-	d = NewDecision(KindCycle, o.Kernel, rec)
 	switch {
 	case o.Probed && o.ProbeErr != nil && rec.State == Managed:
 		down := rec
 		down.State, down.Written, down.RestoreWeight = Down, 0, o.Kernel
 		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
 		d.Reason = fmt.Sprintf("unreachable: %v", o.ProbeErr)
-		return d, true
-	case !(o.Probed && o.ProbeErr == nil):
-		return d, true
+		return true
+	case !o.reachable():
+		return true
 	case rec.State == Down:
 		full := rec.RestoreWeight
 		if full <= 0 {
@@ -206,7 +203,7 @@ func availability(o Observed, ramp float64, st *ServerState, p WeightParams) (d 
 			d.Reason = fmt.Sprintf("reachable again: weight %d restored", full)
 		}
 		d.OnWrite.StartRamp = true
-		return d, true
+		return true
 	}
-	return d, false
+	return false
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestReconcile(t *testing.T) {
@@ -135,6 +136,45 @@ func decideOne(t *testing.T, p WeightParams, rec DestRecord, kernel int, ob Obse
 	if ramp == 0 {
 		ramp = 1
 	}
-	e.step(o, st, &d, ramp)
+	e.step(&o, st, &d, ramp)
 	return d
+}
+
+func TestDrainAndUndrain(t *testing.T) {
+	override := DestRecord{State: Managed, Written: 14, DefaultOverride: 14, OverriddenConfig: 10}
+	for _, tt := range []struct {
+		name       string
+		rec        DestRecord
+		known      bool
+		kernel     int
+		wantWrite  bool
+		wantChange bool
+	}{
+		{"managed at 14: written 14 → 0, override kept", override, true, 14, true, true},
+		{"already drained at 0: nothing", DestRecord{State: DrainedByOperator}, true, 0, false, false},
+		{"unknown at 0: recorded as drained, nothing to write", DestRecord{}, false, 0, false, true},
+		{"down at 0: recorded as drained", DestRecord{State: Down, RestoreWeight: 10}, true, 0, false, true},
+	} {
+		d := Drain(tt.rec, tt.known, tt.kernel)
+		if d.Write != tt.wantWrite || d.RecordChanged != tt.wantChange || d.Before != tt.kernel {
+			t.Errorf("%s: write %v changed %v before %d", tt.name, d.Write, d.RecordChanged, d.Before)
+		}
+		if tt.wantChange && (d.To != 0 || d.Record.State != DrainedByOperator || d.Record.DefaultOverride != tt.rec.DefaultOverride) {
+			t.Errorf("%s: to %d record %+v", tt.name, d.To, d.Record)
+		}
+	}
+
+	// Undrain ramps from 10 % of the default weight (the override 14 →
+	// 1.4 → 1), and the controller goes on from 14 once written.
+	av := Availability{SlowStart: 30 * time.Second, SlowStartFloor: 0.1}
+	d := Undrain(DestRecord{State: DrainedByOperator, DefaultOverride: 14, OverriddenConfig: 10}, 0, 10, av, 1)
+	if !d.Write || d.To != 1 || d.Record.State != Managed || d.Record.Written != 1 || d.Record.DefaultOverride != 14 ||
+		!d.OnWrite.SetCtrl || d.OnWrite.Ctrl != 14 || !d.OnWrite.StartRamp {
+		t.Errorf("undrain: %+v", d)
+	}
+	// Without slow start the full weight at once, no ramp.
+	d = Undrain(DestRecord{State: DrainedByOperator}, 0, 10, Availability{SlowStartFloor: 0.1}, 1)
+	if d.To != 10 || d.OnWrite.StartRamp {
+		t.Errorf("undrain without slow start: to %d ramp %v", d.To, d.OnWrite.StartRamp)
+	}
 }
