@@ -16,7 +16,11 @@
 // SERVICE is "VIP:PORT/PROTO" or "fwmark:N", SERVER is "RIP:PORT", both as
 // in the configuration and `ipvsadm -L -n`. The socket is -socket, else
 // the control_socket of -config (default /etc/lvs-monitor/lvs-monitor.toml),
-// else /run/lvs-monitor/control.sock.
+// else /run/lvs-monitor/control.sock. Only control_socket is read from the
+// file: mistakes elsewhere in it do not hide it (lvs-monitor refuses such a
+// file on reload and keeps running, and lvsctl status shows why); a
+// missing file, one that is not TOML, or a control_socket that is not an
+// absolute path gives the default.
 //
 // Exit status:
 //
@@ -44,6 +48,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/BurntSushi/toml"
 
 	"lvs-feedback/control/api"
 	"lvs-feedback/monitor"
@@ -165,19 +171,27 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// client finds the socket: -socket, else control_socket of -config, else
-// the default.
-func (c *cli) client() *api.Client {
-	path := c.socket
-	if path == "" {
-		path = api.DefaultSocket
-		if data, err := os.ReadFile(c.config); err == nil {
-			if cfg, err := monitor.ParseConfig(c.config, data); err == nil && cfg.ControlSocket != "" {
-				path = cfg.ControlSocket
-			}
-		}
+// socketPath is the control socket: -socket, else the control_socket of
+// -config, else api.DefaultSocket. Only control_socket is read from the
+// file, so a file with mistakes elsewhere, such as an edit that
+// lvs-monitor refused to reload, still gives its socket; a file that is
+// missing or not TOML, or a control_socket that is not an absolute path,
+// gives the default.
+func (c *cli) socketPath() string {
+	if c.socket != "" {
+		return c.socket
 	}
-	return api.NewClient(path, c.timeout)
+	var f struct {
+		ControlSocket string `toml:"control_socket"`
+	}
+	if _, err := toml.DecodeFile(c.config, &f); err == nil && strings.HasPrefix(f.ControlSocket, "/") {
+		return f.ControlSocket
+	}
+	return api.DefaultSocket
+}
+
+func (c *cli) client() *api.Client {
+	return api.NewClient(c.socketPath(), c.timeout)
 }
 
 // fail reports a request's error and returns the exit status for it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/netip"
 	"os"
@@ -446,6 +447,39 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
+// TestSocketPath: only control_socket is read from -config.
+func TestSocketPath(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A mistake lvs-monitor refuses (weight 0, an unknown key) does not
+	// hide control_socket.
+	withMistakes := file("mistakes.toml", "control_socket = \"/run/x/control.sock\"\nintervall = \"1s\"\n"+
+		strings.Replace(controltest.Config, "control_socket = \"SOCKET\"", "", 1)+"\n[[service]]\naddress = \"192.0.2.11:80\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 0\n")
+	tests := []struct {
+		name, socket, config, want string
+	}{
+		{"-socket wins", "/run/s.sock", withMistakes, "/run/s.sock"},
+		{"control_socket of a file with mistakes", "", withMistakes, "/run/x/control.sock"},
+		{"missing file", "", filepath.Join(dir, "missing.toml"), api.DefaultSocket},
+		{"not TOML", "", file("garbage.toml", "control_socket = \"/run/x/control.sock\"\n[[[\n"), api.DefaultSocket},
+		{"no control_socket", "", file("none.toml", "interval = \"1s\"\n"), api.DefaultSocket},
+		{"relative control_socket", "", file("relative.toml", "control_socket = \"control.sock\"\n"), api.DefaultSocket},
+		{"control_socket not a string", "", file("number.toml", "control_socket = 5\n"), api.DefaultSocket},
+	}
+	for _, tt := range tests {
+		c := &cli{socket: tt.socket, config: tt.config}
+		if got := c.socketPath(); got != tt.want {
+			t.Errorf("%s: socket %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestErrors(t *testing.T) {
 	r := controltest.New(t, "")
 	r.Cycle()
@@ -483,6 +517,16 @@ func TestErrors(t *testing.T) {
 	code, _, _ = lvsctl(t, nil, "-config", r.ConfigPath, "status")
 	if code != 0 {
 		t.Errorf("status via -config: exit %d", code)
+	}
+	// Also from a file being edited, with a mistake lvs-monitor would
+	// refuse.
+	edited := filepath.Join(t.TempDir(), "edited.toml")
+	if err := os.WriteFile(edited, []byte(fmt.Sprintf("control_socket = %q\nintervall = \"2s\"\n", r.Socket)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, _ = lvsctl(t, nil, "-config", edited, "status")
+	if code != 0 {
+		t.Errorf("status via -config of a file with a mistake: exit %d", code)
 	}
 }
 
