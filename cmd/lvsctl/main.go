@@ -22,11 +22,16 @@
 // missing file, one that is not TOML, or a control_socket that is not an
 // absolute path gives the default.
 //
+// check-config runs `lvs-monitor -check -config FILE`, lvs-monitor being
+// found next to lvsctl's executable, else in PATH, and passes on its
+// output and exit status: the file is checked by the daemon that will
+// read it, and lvsctl links none of the daemon.
+//
 // Exit status:
 //
 //	0  done
 //	1  the request failed or was refused (not a managed server, reload
-//	   refused, check-config found mistakes, …)
+//	   refused, check-config found mistakes or found no lvs-monitor, …)
 //	2  usage: unknown command, bad flag, missing or malformed argument
 //	3  lvs-monitor is unreachable (no socket, not running, not root)
 //	4  drain --wait: the timeout passed with connections still active
@@ -42,8 +47,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
-	"sort"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -52,7 +58,6 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"lvs-feedback/control/api"
-	"lvs-feedback/monitor"
 )
 
 // Exit statuses.
@@ -78,7 +83,8 @@ type cli struct {
 	stdout, stderr io.Writer
 	poll           time.Duration // drain --wait polling period
 	now            func() time.Time
-	loc            *time.Location // times are shown in it (nil: local time)
+	loc            *time.Location         // times are shown in it (nil: local time)
+	executable     func() (string, error) // lvsctl's own path, to find lvs-monitor next to it (nil: os.Executable)
 
 	socket  string
 	config  string
@@ -94,7 +100,8 @@ commands:
   undrain SERVICE SERVER                      back to its default weight (slow start), managed again
   explain SERVICE SERVER [-o table|json]      the whole computation of the server's last weight
   reload                                      re-read the configuration (same as systemctl reload lvs-monitor)
-  check-config FILE                           check a configuration file; no daemon needed
+  check-config FILE                           check a configuration file with lvs-monitor -check (found
+                                              next to lvsctl, else in PATH); no running daemon needed
 
 SERVICE is VIP:PORT/PROTO (e.g. 192.0.2.10:80/tcp) or fwmark:N; SERVER is RIP:PORT.
 exit status: 0 done, 1 failed or refused, 2 usage, 3 lvs-monitor unreachable,
@@ -145,7 +152,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	case "reload":
 		return c.reload(ctx, rest)
 	case "check-config":
-		return c.checkConfig(rest)
+		return c.checkConfig(ctx, rest)
 	case "help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
@@ -623,7 +630,10 @@ func (c *cli) reload(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func (c *cli) checkConfig(args []string) int {
+// checkConfig runs `lvs-monitor -check -config FILE`, so that the file is
+// checked by the daemon that will load it, and passes on its output and
+// exit status.
+func (c *cli) checkConfig(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -632,20 +642,38 @@ func (c *cli) checkConfig(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError("check-config FILE")
 	}
-	cfg, err := monitor.LoadConfig(pos[0])
+	path, err := c.findMonitor()
 	if err != nil {
-		fmt.Fprintln(c.stderr, err)
-		return exitFailed
+		return c.fail(err)
 	}
-	servers := 0
-	for _, s := range cfg.Services {
-		servers += len(s.Servers)
+	cmd := exec.CommandContext(ctx, path, "-check", "-config", pos[0])
+	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee) && ee.ExitCode() > 0:
+		return ee.ExitCode()
 	}
-	keys := make([]string, 0, len(cfg.Services))
-	for _, s := range cfg.Services {
-		keys = append(keys, s.Key.String())
+	fmt.Fprintf(c.stderr, "lvsctl: check-config: %s: %v\n", path, err)
+	return exitFailed
+}
+
+// findMonitor finds lvs-monitor in the directory of lvsctl's own
+// executable, else in PATH.
+func (c *cli) findMonitor() (string, error) {
+	executable := c.executable
+	if executable == nil {
+		executable = os.Executable
 	}
-	sort.Strings(keys)
-	fmt.Fprintf(c.stdout, "%s: ok (%d services, %d servers: %s)\n", pos[0], len(cfg.Services), servers, strings.Join(keys, ", "))
-	return exitOK
+	if exe, err := executable(); err == nil {
+		if p, err := exec.LookPath(filepath.Join(filepath.Dir(exe), "lvs-monitor")); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("lvs-monitor"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("check-config runs lvs-monitor -check; lvs-monitor not found next to lvsctl or in PATH")
 }
