@@ -17,6 +17,7 @@ var daemonPackages = []string{
 	"lvs-feedback/monitor",
 	"lvs-feedback/ipvs",
 	"lvs-feedback/scheduler",
+	"lvs-feedback/policy",
 }
 
 // TestLean checks that lvsctl links none of the daemon: the wire format
