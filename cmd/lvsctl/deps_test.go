@@ -17,19 +17,13 @@ var daemonPackages = []string{
 	"lvs-feedback/monitor",
 	"lvs-feedback/ipvs",
 	"lvs-feedback/scheduler",
+	"lvs-feedback/policy",
 }
-
-// configImport is the one exception, until the configuration leaves
-// package monitor: lvsctl imports monitor for check-config
-// (monitor.LoadConfig) and to find control_socket (monitor.ParseConfig),
-// and monitor brings the rest of daemonPackages. TestLean checks
-// everything lvsctl links other than through that import, and fails once
-// the import is gone so that the exception is removed with it.
-const configImport = "lvs-feedback/monitor"
 
 // TestLean checks that lvsctl links none of the daemon: the wire format
 // and client it needs are in control/api, which imports the standard
-// library only.
+// library only; it reads control_socket with the TOML library alone, and
+// check-config runs lvs-monitor -check.
 func TestLean(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -53,15 +47,14 @@ func TestLean(t *testing.T) {
 		t.Fatalf("go list -deps ended with %q, want lvs-feedback/cmd/lvsctl", root)
 	}
 
-	// Walk the imports from lvsctl, breadth first (shortest chains), past
-	// everything but lvsctl's own import of configImport.
+	// Walk the imports from lvsctl, breadth first (shortest chains).
 	via := map[string]string{root: ""}
 	queue := []string{root}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		for _, q := range imports[p] {
-			if _, seen := via[q]; seen || (p == root && q == configImport) {
+			if _, seen := via[q]; seen {
 				continue
 			}
 			via[q] = p
@@ -85,23 +78,6 @@ func TestLean(t *testing.T) {
 			t.Errorf("lvsctl links %s: %s", p, chain(p))
 		}
 	}
-
-	direct := false
-	for _, q := range imports[root] {
-		direct = direct || q == configImport
-	}
-	if !direct {
-		t.Errorf("lvsctl no longer imports %s: remove configImport, and TestLean checks everything", configImport)
-		return
-	}
-	var all []string
-	for p := range imports {
-		if isDaemon(p) {
-			all = append(all, p)
-		}
-	}
-	sort.Strings(all)
-	t.Logf("still linked through lvsctl's import of %s (configuration): %s", configImport, strings.Join(all, " "))
 }
 
 func isDaemon(p string) bool {

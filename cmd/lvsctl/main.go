@@ -16,13 +16,22 @@
 // SERVICE is "VIP:PORT/PROTO" or "fwmark:N", SERVER is "RIP:PORT", both as
 // in the configuration and `ipvsadm -L -n`. The socket is -socket, else
 // the control_socket of -config (default /etc/lvs-monitor/lvs-monitor.toml),
-// else /run/lvs-monitor/control.sock.
+// else /run/lvs-monitor/control.sock. Only control_socket is read from the
+// file: mistakes elsewhere in it do not hide it (lvs-monitor refuses such a
+// file on reload and keeps running, and lvsctl status shows why); a
+// missing file, one that is not TOML, or a control_socket that is not an
+// absolute path gives the default.
+//
+// check-config runs `lvs-monitor -check -config FILE`, lvs-monitor being
+// found next to lvsctl's executable, else in PATH, and passes on its
+// output and exit status: the file is checked by the daemon that will
+// read it, and lvsctl links none of the daemon.
 //
 // Exit status:
 //
 //	0  done
 //	1  the request failed or was refused (not a managed server, reload
-//	   refused, check-config found mistakes, …)
+//	   refused, check-config found mistakes or found no lvs-monitor, …)
 //	2  usage: unknown command, bad flag, missing or malformed argument
 //	3  lvs-monitor is unreachable (no socket, not running, not root)
 //	4  drain --wait: the timeout passed with connections still active
@@ -38,15 +47,17 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
-	"sort"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/BurntSushi/toml"
+
 	"lvs-feedback/control/api"
-	"lvs-feedback/monitor"
 )
 
 // Exit statuses.
@@ -72,7 +83,8 @@ type cli struct {
 	stdout, stderr io.Writer
 	poll           time.Duration // drain --wait polling period
 	now            func() time.Time
-	loc            *time.Location // times are shown in it (nil: local time)
+	loc            *time.Location         // times are shown in it (nil: local time)
+	executable     func() (string, error) // lvsctl's own path, to find lvs-monitor next to it (nil: os.Executable)
 
 	socket  string
 	config  string
@@ -88,7 +100,8 @@ commands:
   undrain SERVICE SERVER                      back to its default weight (slow start), managed again
   explain SERVICE SERVER [-o table|json]      the whole computation of the server's last weight
   reload                                      re-read the configuration (same as systemctl reload lvs-monitor)
-  check-config FILE                           check a configuration file; no daemon needed
+  check-config FILE                           check a configuration file with lvs-monitor -check (found
+                                              next to lvsctl, else in PATH); no running daemon needed
 
 SERVICE is VIP:PORT/PROTO (e.g. 192.0.2.10:80/tcp) or fwmark:N; SERVER is RIP:PORT.
 exit status: 0 done, 1 failed or refused, 2 usage, 3 lvs-monitor unreachable,
@@ -139,7 +152,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	case "reload":
 		return c.reload(ctx, rest)
 	case "check-config":
-		return c.checkConfig(rest)
+		return c.checkConfig(ctx, rest)
 	case "help":
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
@@ -165,19 +178,27 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// client finds the socket: -socket, else control_socket of -config, else
-// the default.
-func (c *cli) client() *api.Client {
-	path := c.socket
-	if path == "" {
-		path = api.DefaultSocket
-		if data, err := os.ReadFile(c.config); err == nil {
-			if cfg, err := monitor.ParseConfig(c.config, data); err == nil && cfg.ControlSocket != "" {
-				path = cfg.ControlSocket
-			}
-		}
+// socketPath is the control socket: -socket, else the control_socket of
+// -config, else api.DefaultSocket. Only control_socket is read from the
+// file, so a file with mistakes elsewhere, such as an edit that
+// lvs-monitor refused to reload, still gives its socket; a file that is
+// missing or not TOML, or a control_socket that is not an absolute path,
+// gives the default.
+func (c *cli) socketPath() string {
+	if c.socket != "" {
+		return c.socket
 	}
-	return api.NewClient(path, c.timeout)
+	var f struct {
+		ControlSocket string `toml:"control_socket"`
+	}
+	if _, err := toml.DecodeFile(c.config, &f); err == nil && strings.HasPrefix(f.ControlSocket, "/") {
+		return f.ControlSocket
+	}
+	return api.DefaultSocket
+}
+
+func (c *cli) client() *api.Client {
+	return api.NewClient(c.socketPath(), c.timeout)
 }
 
 // fail reports a request's error and returns the exit status for it.
@@ -609,7 +630,10 @@ func (c *cli) reload(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func (c *cli) checkConfig(args []string) int {
+// checkConfig runs `lvs-monitor -check -config FILE`, so that the file is
+// checked by the daemon that will load it, and passes on its output and
+// exit status.
+func (c *cli) checkConfig(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
 	pos, err := c.parse(fs, args)
 	if err != nil {
@@ -618,20 +642,38 @@ func (c *cli) checkConfig(args []string) int {
 	if len(pos) != 1 {
 		return c.usageError("check-config FILE")
 	}
-	cfg, err := monitor.LoadConfig(pos[0])
+	path, err := c.findMonitor()
 	if err != nil {
-		fmt.Fprintln(c.stderr, err)
-		return exitFailed
+		return c.fail(err)
 	}
-	servers := 0
-	for _, s := range cfg.Services {
-		servers += len(s.Servers)
+	cmd := exec.CommandContext(ctx, path, "-check", "-config", pos[0])
+	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee) && ee.ExitCode() > 0:
+		return ee.ExitCode()
 	}
-	keys := make([]string, 0, len(cfg.Services))
-	for _, s := range cfg.Services {
-		keys = append(keys, s.Key.String())
+	fmt.Fprintf(c.stderr, "lvsctl: check-config: %s: %v\n", path, err)
+	return exitFailed
+}
+
+// findMonitor finds lvs-monitor in the directory of lvsctl's own
+// executable, else in PATH.
+func (c *cli) findMonitor() (string, error) {
+	executable := c.executable
+	if executable == nil {
+		executable = os.Executable
 	}
-	sort.Strings(keys)
-	fmt.Fprintf(c.stdout, "%s: ok (%d services, %d servers: %s)\n", pos[0], len(cfg.Services), servers, strings.Join(keys, ", "))
-	return exitOK
+	if exe, err := executable(); err == nil {
+		if p, err := exec.LookPath(filepath.Join(filepath.Dir(exe), "lvs-monitor")); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("lvs-monitor"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("check-config runs lvs-monitor -check; lvs-monitor not found next to lvsctl or in PATH")
 }

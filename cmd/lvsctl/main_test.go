@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -54,11 +57,17 @@ func lvsctl(t *testing.T, r *controltest.Rig, args ...string) (code int, stdout,
 // lvsctlIn is lvsctl showing times in loc.
 func lvsctlIn(t *testing.T, r *controltest.Rig, loc *time.Location, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb syncBuffer
-	c := &cli{stdout: &out, stderr: &errb, poll: 20 * time.Millisecond, now: time.Now, loc: loc}
 	if r != nil {
 		args = append([]string{"-socket", r.Socket}, args...)
 	}
+	return runCLI(t, &cli{loc: loc}, args...)
+}
+
+// runCLI runs c with args, capturing its output.
+func runCLI(t *testing.T, c *cli, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb syncBuffer
+	c.stdout, c.stderr, c.poll, c.now = &out, &errb, 20*time.Millisecond, time.Now
 	code = c.run(context.Background(), args)
 	t.Logf("lvsctl %s → exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
@@ -423,12 +432,48 @@ lvs_monitor_config_last_reload_successful 1
 	}
 }
 
+// buildMonitor builds cmd/lvs-monitor into a temporary directory and
+// returns the directory.
+func buildMonitor(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool in PATH to build lvs-monitor")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, "lvs-monitor"), "lvs-feedback/cmd/lvs-monitor")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build lvs-monitor: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// lineOf is the number of the first line of text that is line.
+func lineOf(t *testing.T, text, line string) int {
+	t.Helper()
+	for i, l := range strings.Split(text, "\n") {
+		if l == line {
+			return i + 1
+		}
+	}
+	t.Fatalf("no line %q", line)
+	return 0
+}
+
+// installedIn is an lvsctl whose executable is in dir.
+func installedIn(dir string) *cli {
+	return &cli{executable: func() (string, error) { return filepath.Join(dir, "lvsctl"), nil }}
+}
+
 func TestCheckConfig(t *testing.T) {
-	code, out, _ := lvsctl(t, nil, "check-config", "../../docs/examples/lvs-monitor.toml")
+	dir := buildMonitor(t)
+	t.Setenv("PATH", t.TempDir()) // lvs-monitor only next to lvsctl
+
+	code, out, _ := runCLI(t, installedIn(dir), "check-config", "../../docs/examples/lvs-monitor.toml")
 	if code != 0 {
 		t.Fatalf("check-config of the example: exit %d", code)
 	}
-	contains(t, "check-config", out, "ok (1 services, 3 servers: 192.0.2.10:80/tcp)")
+	contains(t, "check-config", out, "../../docs/examples/lvs-monitor.toml: ok (1 services)")
 
 	bad := filepath.Join(t.TempDir(), "bad.toml")
 	text := strings.Replace(controltest.Config, "cpu      = 0.3", "cpu      = 0.4", 1)
@@ -436,13 +481,68 @@ func TestCheckConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := lvsctl(t, nil, "check-config", bad)
+	code, _, errOut := runCLI(t, installedIn(dir), "check-config", bad)
 	if code != exitFailed {
 		t.Fatalf("check-config of a bad file: exit %d", code)
 	}
-	contains(t, "check-config stderr", errOut, "coefficients: must sum to 1", "service[0].server[0].weight", "drain a server with ipvsadm")
-	if code, _, _ := lvsctl(t, nil, "check-config", filepath.Join(t.TempDir(), "missing.toml")); code != exitFailed {
+	// Each mistake with its file, line and key. The weight's line is not
+	// pinned: lvs-monitor names the first line with that key, [weight].
+	contains(t, "check-config stderr", errOut,
+		fmt.Sprintf("%s:%d: coefficients: must sum to 1", bad, lineOf(t, text, "[coefficients]")),
+		"drain a server with ipvsadm")
+	if !regexp.MustCompile(regexp.QuoteMeta(bad) + `:[1-9][0-9]*: service\[0\]\.server\[0\]\.weight: `).MatchString(errOut) {
+		t.Errorf("check-config stderr does not name the weight's line and key:\n%s", errOut)
+	}
+	if code, _, _ := runCLI(t, installedIn(dir), "check-config", filepath.Join(t.TempDir(), "missing.toml")); code != exitFailed {
 		t.Errorf("check-config of a missing file: exit %d", code)
+	}
+
+	// Not next to lvsctl: found in PATH.
+	t.Setenv("PATH", dir)
+	if code, out, _ := runCLI(t, installedIn(t.TempDir()), "check-config", "../../docs/examples/lvs-monitor.toml"); code != 0 || !strings.Contains(out, "ok (1 services)") {
+		t.Errorf("check-config with lvs-monitor in PATH: exit %d, %q", code, out)
+	}
+}
+
+func TestCheckConfigNoMonitor(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, out, errOut := runCLI(t, installedIn(t.TempDir()), "check-config", "../../docs/examples/lvs-monitor.toml")
+	if code != exitFailed || out != "" ||
+		errOut != "lvsctl: check-config runs lvs-monitor -check; lvs-monitor not found next to lvsctl or in PATH\n" {
+		t.Errorf("check-config without lvs-monitor: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestSocketPath: only control_socket is read from -config.
+func TestSocketPath(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A mistake lvs-monitor refuses (weight 0, an unknown key) does not
+	// hide control_socket.
+	withMistakes := file("mistakes.toml", "control_socket = \"/run/x/control.sock\"\nintervall = \"1s\"\n"+
+		strings.Replace(controltest.Config, "control_socket = \"SOCKET\"", "", 1)+"\n[[service]]\naddress = \"192.0.2.11:80\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 0\n")
+	tests := []struct {
+		name, socket, config, want string
+	}{
+		{"-socket wins", "/run/s.sock", withMistakes, "/run/s.sock"},
+		{"control_socket of a file with mistakes", "", withMistakes, "/run/x/control.sock"},
+		{"missing file", "", filepath.Join(dir, "missing.toml"), api.DefaultSocket},
+		{"not TOML", "", file("garbage.toml", "control_socket = \"/run/x/control.sock\"\n[[[\n"), api.DefaultSocket},
+		{"no control_socket", "", file("none.toml", "interval = \"1s\"\n"), api.DefaultSocket},
+		{"relative control_socket", "", file("relative.toml", "control_socket = \"control.sock\"\n"), api.DefaultSocket},
+		{"control_socket not a string", "", file("number.toml", "control_socket = 5\n"), api.DefaultSocket},
+	}
+	for _, tt := range tests {
+		c := &cli{socket: tt.socket, config: tt.config}
+		if got := c.socketPath(); got != tt.want {
+			t.Errorf("%s: socket %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -483,6 +583,16 @@ func TestErrors(t *testing.T) {
 	code, _, _ = lvsctl(t, nil, "-config", r.ConfigPath, "status")
 	if code != 0 {
 		t.Errorf("status via -config: exit %d", code)
+	}
+	// Also from a file being edited, with a mistake lvs-monitor would
+	// refuse.
+	edited := filepath.Join(t.TempDir(), "edited.toml")
+	if err := os.WriteFile(edited, []byte(fmt.Sprintf("control_socket = %q\nintervall = \"2s\"\n", r.Socket)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, _ = lvsctl(t, nil, "-config", edited, "status")
+	if code != 0 {
+		t.Errorf("status via -config of a file with a mistake: exit %d", code)
 	}
 }
 
