@@ -3,13 +3,15 @@ package monitor
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"lvs-feedback/agent"
 )
 
-// AgentClient fetches a real server's load report from its agent.
+// AgentClient fetches a real server's load report from its agent, giving
+// up after timeout (agent_timeout) or when ctx ends.
 type AgentClient interface {
-	Fetch(ctx context.Context, addr string) (agent.Report, error)
+	Fetch(ctx context.Context, addr string, timeout time.Duration) (agent.Report, error)
 }
 
 // HTTPAgentClient polls lvs-agent's GET /v1/load over HTTP.
@@ -24,7 +26,7 @@ type HTTPAgentClient struct {
 // 95 MB of RSS against 30 MB, and leaves stale connections to agents that
 // restart. A poll every few seconds does not need the saving.
 //
-// Each poll is bounded by its context (the monitor gives it agent_timeout,
+// Each poll is bounded by the timeout the monitor passes (agent_timeout,
 // re-read at every cycle, so a reload takes effect); the client has no
 // timeout of its own.
 func NewHTTPAgentClient() *HTTPAgentClient {
@@ -37,6 +39,8 @@ func NewHTTPAgentClient() *HTTPAgentClient {
 }
 
 // Fetch implements AgentClient.
-func (c *HTTPAgentClient) Fetch(ctx context.Context, addr string) (agent.Report, error) {
+func (c *HTTPAgentClient) Fetch(ctx context.Context, addr string, timeout time.Duration) (agent.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return agent.Fetch(ctx, c.Client, "http://"+addr)
 }

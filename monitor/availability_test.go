@@ -117,7 +117,7 @@ func TestInterruptedCycleDecidesNothing(t *testing.T) {
 // ctxProber fails as a real probe does when its context is done.
 type ctxProber struct{}
 
-func (ctxProber) Probe(ctx context.Context, _ netip.AddrPort, _ ProbeConfig) (time.Duration, error) {
+func (ctxProber) Probe(ctx context.Context, _ netip.AddrPort, _ ProbeConfig, _ time.Duration) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

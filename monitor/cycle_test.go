@@ -18,19 +18,25 @@ import (
 )
 
 // stubAgents answers agent polls from a map; a missing address fails.
+// With mirror set, every report's CPU is mirrored around the LVS target
+// (1.9 − cpu): a benchmark flips it to move every weight every cycle.
 type stubAgents struct {
 	mu      sync.Mutex
 	reports map[string]agent.Report
 	calls   int
+	mirror  bool
 }
 
-func (s *stubAgents) Fetch(_ context.Context, addr string) (agent.Report, error) {
+func (s *stubAgents) Fetch(_ context.Context, addr string, _ time.Duration) (agent.Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
 	r, ok := s.reports[addr]
 	if !ok {
 		return agent.Report{}, fmt.Errorf("agent %s: connection refused", addr)
+	}
+	if s.mirror {
+		r.CPU = 1.9 - r.CPU
 	}
 	return r, nil
 }
@@ -53,7 +59,7 @@ type stubProber struct {
 	down map[netip.AddrPort]bool
 }
 
-func (p *stubProber) Probe(_ context.Context, s netip.AddrPort, _ ProbeConfig) (time.Duration, error) {
+func (p *stubProber) Probe(_ context.Context, s netip.AddrPort, _ ProbeConfig, _ time.Duration) (time.Duration, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down[s] {

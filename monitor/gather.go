@@ -123,18 +123,14 @@ func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level)
 
 // probe measures r's response time, bounded by probe_timeout.
 func (m *Monitor) probe(ctx context.Context, r *destRow) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
-	defer cancel()
-	r.st.ProbeRTT, r.st.ProbeErr = m.deps.Prober.Probe(ctx, r.st.Key.Dest, r.svc.Probe)
+	r.st.ProbeRTT, r.st.ProbeErr = m.deps.Prober.Probe(ctx, r.st.Key.Dest, r.svc.Probe, m.cfg.ProbeTimeout)
 	r.st.Probed = true
 }
 
 // pollAgent fetches r's agent report, bounded by agent_timeout.
 func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.AgentTimeout)
-	defer cancel()
 	start := time.Now()
-	r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr)
+	r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr, m.cfg.AgentTimeout)
 	r.st.AgentDuration = time.Since(start)
 	r.st.Polled = true
 }

@@ -86,6 +86,9 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 // logGuard logs what the backlog guard did to a server.
 func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 	g := d.Trace.Guard
+	if g == nil {
+		return
+	}
 	switch g.Event {
 	case policy.GuardDropped:
 		m.log.Info("backlog guard: hold dropped", "service", key.Service, "server", key.Dest, "state", g.DroppedAs, "weight", d.Before)

@@ -128,7 +128,7 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 		x.down.WithLabelValues(svc, srv).Set(b2f(d.State == policy.Down))
 		x.agentStale.WithLabelValues(svc, srv).Set(b2f(d.AgentStale))
 		x.activeConns.WithLabelValues(svc, srv).Set(float64(d.ActiveConns))
-		x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(d.Decision.Trace.Guard.Held > 0))
+		x.backlogHeld.WithLabelValues(svc, srv).Set(b2f(d.Decision.Trace.Guard != nil && d.Decision.Trace.Guard.Held > 0))
 		x.inactiveConns.WithLabelValues(svc, srv).Set(float64(d.InactiveConns))
 		if load := d.Decision.Trace.Load; math.IsNaN(load) {
 			x.load.DeleteLabelValues(svc, srv)

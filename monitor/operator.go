@@ -171,7 +171,7 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 // Verdict says what became of a destination's decision (made with p): the
 // decision's own verdict, and for a write how it went.
 func Verdict(d DestStatus, p policy.Params) string {
-	v := d.Decision.Verdict(p)
+	v := d.Decision.Verdict(p, &d.Observed)
 	switch o := d.Outcome; {
 	case o.Wrote:
 		return "written: " + v

@@ -11,18 +11,21 @@ import (
 	"time"
 )
 
-// Prober measures a real server's response time. An error means the server
-// is unreachable for this interval.
+// Prober measures a real server's response time, giving up after timeout
+// (probe_timeout) or when ctx ends. An error means the server is
+// unreachable for this interval.
 type Prober interface {
-	Probe(ctx context.Context, server netip.AddrPort, p ProbeConfig) (time.Duration, error)
+	Probe(ctx context.Context, server netip.AddrPort, p ProbeConfig, timeout time.Duration) (time.Duration, error)
 }
 
 // NetProber probes over real sockets: a TCP connect, or an HTTP GET whose
-// status must match. The context carries the timeout.
+// status must match.
 type NetProber struct{}
 
 // Probe implements Prober.
-func (NetProber) Probe(ctx context.Context, server netip.AddrPort, p ProbeConfig) (time.Duration, error) {
+func (NetProber) Probe(ctx context.Context, server netip.AddrPort, p ProbeConfig, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	port := server.Port()
 	if p.Port != 0 {
 		port = uint16(p.Port)

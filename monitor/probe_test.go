@@ -36,14 +36,13 @@ func TestNetProberTCP(t *testing.T) {
 	}()
 	up := addrOf(t, ln.Addr().String())
 	p := ProbeConfig{Type: "tcp", Reference: 100 * time.Millisecond}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	rtt, err := NetProber{}.Probe(ctx, up, p)
+	ctx := context.Background()
+	rtt, err := NetProber{}.Probe(ctx, up, p, 2*time.Second)
 	if err != nil || rtt <= 0 {
 		t.Errorf("tcp probe of a listening port: rtt %v err %v", rtt, err)
 	}
 	ln.Close()
-	if _, err := (NetProber{}).Probe(ctx, up, p); err == nil {
+	if _, err := (NetProber{}).Probe(ctx, up, p, 2*time.Second); err == nil {
 		t.Error("tcp probe of a closed port succeeded")
 	}
 }
@@ -79,9 +78,7 @@ func TestNetProberHTTP(t *testing.T) {
 		{"slower than the timeout", ProbeConfig{Type: "http", Path: "/slow", ExpectStatus: 200}, 200 * time.Millisecond, "deadline exceeded"},
 	}
 	for _, tt := range tests {
-		ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
-		rtt, err := NetProber{}.Probe(ctx, target, tt.p)
-		cancel()
+		rtt, err := NetProber{}.Probe(context.Background(), target, tt.p, tt.timeout)
 		if tt.wantErr == "" {
 			if err != nil || rtt <= 0 {
 				t.Errorf("%s: rtt %v err %v", tt.name, rtt, err)

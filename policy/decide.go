@@ -95,26 +95,9 @@ type Trace struct {
 	// Compare is the write rule's comparison of the candidate weight with
 	// the kernel's, when a controller produced a candidate.
 	Compare *Comparison
-	// Guard is the backlog guard's part, when it holds or moved the weight.
-	Guard GuardTrace
-	// From is the ownership the decision started from; Default the
-	// server's default weight then.
-	From    Ownership
-	Default int
-	// ProbeErr and AgentErr are the probe's and the agent's failures
-	// (nil: answered, or not asked).
-	ProbeErr, AgentErr error
-}
-
-// noted records in the trace what the verdict needs of the observation.
-func (tr *Trace) noted(o *Observed) {
-	tr.From, tr.Default = o.Record.State, o.Record.DefaultWeight(o.Configured)
-	if o.Probed {
-		tr.ProbeErr = o.ProbeErr
-	}
-	if o.Polled {
-		tr.AgentErr = o.AgentErr
-	}
+	// Guard is the backlog guard's part, when it holds the weight or did
+	// something at this decision; nil otherwise.
+	Guard *GuardTrace
 }
 
 // Comparison is the write rule's test of a candidate weight.
@@ -229,7 +212,6 @@ func (e *Engine) Cycle(s Service, st *ServiceState, servers []Server, follower b
 	for _, sv := range servers {
 		*sv.Out = NewDecision(KindCycle, sv.Obs.Kernel, sv.Obs.Record)
 		sv.Out.Trace.CtrlBefore, sv.Out.Trace.CtrlAfter = sv.State.Ctrl, sv.State.Ctrl
-		sv.Out.Trace.noted(sv.Obs)
 	}
 	e.assess(s, servers, follower)
 	if follower {

@@ -155,7 +155,6 @@ type GuardTrace struct {
 func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
 	for _, sv := range servers {
 		*sv.Out = NewDecision(KindGuard, sv.Obs.Kernel, sv.Obs.Record)
-		sv.Out.Trace.noted(sv.Obs)
 	}
 	e.guard(s, st, servers, false)
 }
@@ -209,27 +208,30 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 	st.BacklogMedian, st.BacklogSeen = med, true
 	for _, sv := range servers {
 		o, gs, d := sv.Obs, &sv.State.Guard, sv.Out
-		d.Trace.Guard.Median = med
+		tr := GuardTrace{Median: med}
 		leaving := d.Write && d.Record.State != Managed
 		switch {
 		case o.Record.State != Managed || o.Kernel <= 0 || leaving:
 			if gs.Holding() {
-				d.Trace.Guard.Event, d.Trace.Guard.DroppedAs = GuardDropped, d.Record.State
+				tr.Event, tr.DroppedAs = GuardDropped, d.Record.State
 			}
 			*gs = GuardState{PrevActive: o.ActiveConns}
 		case gs.Holding():
-			e.holdOrRelease(o, gs, d, med, inCycle, on)
+			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on)
 		default:
-			e.detect(o, sv.State, d, med, building, inCycle, on)
+			e.detect(o, sv.State, d, &tr, med, building, inCycle, on)
 		}
-		d.Trace.Guard.Held, d.Trace.Guard.From, d.Trace.Guard.Raised = gs.Weight, gs.From, gs.Raised
+		if tr.Event != GuardNone || gs.Holding() {
+			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
+			d.Trace.Guard = &tr
+		}
 	}
 	return offForHashing
 }
 
 // detect is guard for a server that is not held: between cycles, a server
 // backlogged (or starved) at two checks in a row is cut (or raised).
-func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, med float64, building, inCycle, on bool) {
+func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, med)
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
@@ -238,7 +240,6 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, med float64, 
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
-	tr := &d.Trace.Guard
 	switch {
 	case cut:
 		to := GuardCut(o.Kernel, ratio, e.p.Weight.Min)
@@ -261,7 +262,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, med float64, 
 
 // holdOrRelease is guard for a held server; on is false when the guard is
 // off (for its service), which ends every hold.
-func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, med float64, inCycle, on bool) {
+func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *GuardTrace, med float64, inCycle, on bool) {
 	g := e.p.Guard
 	if inCycle && d.Write {
 		gs.Restore = d.To // the controller's latest weight
@@ -277,7 +278,6 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, med flo
 	if gs.Raised {
 		back = ratio >= 1/g.Release || -excess < float64(g.MinExcess)/2
 	}
-	tr := &d.Trace.Guard
 	// The hold ends at a cycle, whose measurements then set the weight:
 	// released between cycles, a server that lost capacity would get its
 	// old weight back before the controller could lower it.

@@ -5,23 +5,26 @@ import (
 	"math"
 )
 
-// Verdict says in words what d decided, and why: the sentence `lvsctl
-// explain` prints, read from the record (p: the parameters it was decided
-// with). A write's verdict is its reason; the monitor adds how the write
-// went.
-func (d *Decision) Verdict(p Params) string {
+// Verdict says in words what d decided for a server observed as o, and
+// why: the sentence `lvsctl explain` prints, read from the record (p: the
+// parameters it was decided with). A write's verdict is its reason; the
+// monitor adds how the write went.
+func (d *Decision) Verdict(p Params, o *Observed) string {
 	tr := d.Trace
-	g := tr.Guard
+	var g GuardTrace
+	if tr.Guard != nil {
+		g = *tr.Guard
+	}
 	switch {
 	case d.Write:
 		return d.Reason
-	case tr.From == DrainedByOperator:
+	case o.Record.State == DrainedByOperator:
 		return "drained by the operator: not touched"
 	case tr.Frozen:
 		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
-	case tr.ProbeErr != nil:
-		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers", tr.ProbeErr)
-	case tr.From == Down:
+	case o.Probed && o.ProbeErr != nil:
+		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers", o.ProbeErr)
+	case o.Record.State == Down:
 		return "down: weight 0 until the server answers"
 	case g.Held > 0 && g.Raised:
 		return fmt.Sprintf("backlog guard: weight held at %d (raised from %d: far below its share of active connections while the service's backlog grew) until its active connections per unit of its weight %d are back to at least 1/%.1f of the service's median; the controller's weight is not written below it",
@@ -31,8 +34,8 @@ func (d *Decision) Verdict(p Params) string {
 			g.Held, g.From, g.From, p.Guard.Release)
 	case d.Kind == KindGuard:
 		return "backlog guard: nothing to do"
-	case math.IsNaN(tr.Load) && tr.AgentErr != nil:
-		return fmt.Sprintf("agent failed (%v), service answering: weight kept", tr.AgentErr)
+	case math.IsNaN(tr.Load) && o.Polled && o.AgentErr != nil:
+		return fmt.Sprintf("agent failed (%v), service answering: weight kept", o.AgentErr)
 	case math.IsNaN(tr.Load):
 		return "no load computed: weight kept"
 	case tr.Compare == nil && tr.Capacity != nil:
@@ -44,7 +47,7 @@ func (d *Decision) Verdict(p Params) string {
 	c := tr.Compare
 	diff := abs(c.Next - c.Kernel)
 	if tr.Capacity != nil && p.Weight.Anchor > 0 {
-		def := tr.Default
+		def := o.Record.DefaultWeight(o.Configured)
 		what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", tr.Capacity.Factor)
 		if c.Next == def {
 			what += fmt.Sprintf(" (within the anchor: the default weight %d)", c.Next)

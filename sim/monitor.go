@@ -199,7 +199,7 @@ type simAgents struct{ r *run }
 
 var errAgentUnreachable = errors.New("sim: agent unreachable")
 
-func (a *simAgents) Fetch(_ context.Context, addr string) (agent.Report, error) {
+func (a *simAgents) Fetch(_ context.Context, addr string, timeout time.Duration) (agent.Report, error) {
 	for k := range a.r.sc.Servers {
 		if agentAddr(k) != addr {
 			continue
@@ -258,7 +258,7 @@ func (p *simProber) measure() {
 	}
 }
 
-func (p *simProber) Probe(_ context.Context, server netip.AddrPort, _ monitor.ProbeConfig) (time.Duration, error) {
+func (p *simProber) Probe(_ context.Context, server netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
 	for k := range p.rtt {
 		if serverAddr(k) == server {
 			if p.err[k] != nil {

@@ -241,8 +241,8 @@ type timedAgents struct {
 	last  time.Time
 }
 
-func (t *timedAgents) Fetch(ctx context.Context, addr string) (agent.Report, error) {
-	r, err := t.inner.Fetch(ctx, addr)
+func (t *timedAgents) Fetch(ctx context.Context, addr string, timeout time.Duration) (agent.Report, error) {
+	r, err := t.inner.Fetch(ctx, addr, timeout)
 	now := time.Now()
 	t.mu.Lock()
 	if now.After(t.last) {

@@ -279,7 +279,7 @@ func (a *Agents) Fail(rs netip.AddrPort) {
 }
 
 // Fetch implements monitor.AgentClient.
-func (a *Agents) Fetch(_ context.Context, addr string) (agent.Report, error) {
+func (a *Agents) Fetch(_ context.Context, addr string, timeout time.Duration) (agent.Report, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	rep, ok := a.reports[addr]
@@ -311,7 +311,7 @@ func (p *Prober) Down(rs netip.AddrPort) {
 }
 
 // Probe implements monitor.Prober.
-func (p *Prober) Probe(_ context.Context, s netip.AddrPort, _ monitor.ProbeConfig) (time.Duration, error) {
+func (p *Prober) Probe(_ context.Context, s netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.down[s] {
