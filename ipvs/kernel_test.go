@@ -23,7 +23,7 @@ import (
 // namespace, whose IPVS table starts empty and disappears with it.
 const kernelTestEnv = "LVS_KERNEL_TEST"
 
-func requireKernelTests(t *testing.T) {
+func requireKernelTests(t testing.TB) {
 	t.Helper()
 	if os.Getenv(kernelTestEnv) != "1" {
 		t.Skipf("set %s=1 to run against the kernel's IPVS (needs root and the ip_vs modules; meant for a VM: make test-kernel)", kernelTestEnv)
@@ -192,7 +192,7 @@ func TestOpenKernelBadNamespace(t *testing.T) {
 
 // openTestKernel opens a Kernel on a new, empty network namespace with lo
 // up, and closes both when t ends.
-func openTestKernel(t *testing.T) *Kernel {
+func openTestKernel(t testing.TB) *Kernel {
 	t.Helper()
 	ns := newTestNamespace(t)
 	// IPv4 destinations are refused (EINVAL) until the namespace has
@@ -222,7 +222,7 @@ func openTestKernel(t *testing.T) *Kernel {
 // namespace is created on a locked OS thread that is moved back to the
 // original namespace before it is released; if that fails the goroutine
 // ends still locked, and the Go runtime discards the thread.
-func newTestNamespace(t *testing.T) netns.NsHandle {
+func newTestNamespace(t testing.TB) netns.NsHandle {
 	t.Helper()
 	type result struct {
 		ns  netns.NsHandle
