@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: all build test demo test-kernel vet lint loadtest fuzz help
+.PHONY: all build test demo test-kernel bench-kernel vet lint loadtest fuzz help
 
 all: build
 
@@ -11,6 +11,7 @@ help:
 	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
+	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, ~8 min)"
 	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
 	@echo "make fuzz         run each fuzz target for FUZZTIME (default 20s)"
 	@echo "make loadtest     2,000 real agents on loopback, polled every 2 s for 5 minutes"
@@ -62,6 +63,18 @@ loadtest:
 VMTEST_LIST ?=
 test-kernel:
 	GO=$(GO) ./vmtest/run.sh $(VMTEST_LIST)
+
+# Benchmarks on real IPVS in the test VM at 10,000 destinations (100 services
+# × 100 servers): the bare kernel work of a cycle (ipvs.BenchmarkKernel) and
+# the monitor's cycle against it (monitor.BenchmarkKernelCycle), then a table
+# of medians. The guest runs longer than the tests do, hence the limits.
+# Not part of test-kernel. See docs/scale.md "On real IPVS".
+BENCH_VMTEST_TIMEOUT ?= 900
+BENCH_VMTEST_TEST_TIMEOUT ?= 600
+bench-kernel:
+	GO=$(GO) VMTEST_TIMEOUT=$(BENCH_VMTEST_TIMEOUT) VMTEST_TEST_TIMEOUT=$(BENCH_VMTEST_TEST_TIMEOUT) ./vmtest/run.sh vmtest/bench.list
+	@echo
+	@./vmtest/bench-table.sh $${VMTEST_OUT:-vmtest/out}/console.log
 
 # Balancing-quality benchmark (issue 7): every shipped scenario × 5 seeds ×
 # kernel scheduler × policy (static baselines, the LVS formula, the default

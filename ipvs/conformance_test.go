@@ -22,6 +22,7 @@ func runConformance(t *testing.T, newTable func(t *testing.T) Admin) {
 		real1  = netip.MustParseAddrPort("10.1.0.1:8080")
 		real2  = netip.MustParseAddrPort("10.1.0.2:8080")
 		real3  = netip.MustParseAddrPort("10.1.0.3:8080")
+		real4  = netip.MustParseAddrPort("10.1.0.4:8080")
 		real6  = netip.MustParseAddrPort("[2001:db8:1::1]:8443")
 		noSuch = netip.MustParseAddrPort("10.1.0.99:8080")
 	)
@@ -329,6 +330,122 @@ func runConformance(t *testing.T, newTable func(t *testing.T) Admin) {
 		}
 	})
 
+	t.Run("SetWeightsMixedBatch", func(t *testing.T) {
+		tb := withDests(t)
+		must(t, tb.AddDestination(tcp4, real4, 40))
+		// real2 vanishes after the caller read it at 20.
+		must(t, tb.RemoveDestination(tcp4, real2))
+		changes := []WeightChange{
+			{Dest: real1, From: 10, To: 15},            // written
+			{Dest: real2, From: 20, To: 25},            // vanished
+			{Dest: real3, From: 99, To: 31},            // changed by someone else
+			{Dest: real3, From: 30, To: MaxWeight + 1}, // out of range
+			{Dest: real3, From: 30, To: -1},            // out of range
+			{Dest: real4, From: 40, To: 40},            // nothing to write
+			{Dest: noSuch, From: 0, To: 1},             // never there
+			{Dest: real6, From: 0, To: 1},              // wrong family
+			{Dest: real4, From: 40, To: 0},             // written, to the bound
+			{Dest: real1, From: 15, To: 16},            // sees the first write
+			{Dest: real1, From: 10, To: 17},            // stale after the first write
+		}
+		errs := tb.SetWeights(tcp4, changes)
+		if len(errs) != len(changes) {
+			t.Fatalf("SetWeights returned %d errors for %d changes", len(errs), len(changes))
+		}
+		want := []error{nil, ErrNotFound, ErrWeightChanged, ErrWeightRange, ErrWeightRange, nil, ErrNotFound, errAny, nil, nil, ErrWeightChanged}
+		for i, err := range errs {
+			checkChangeErr(t, i, changes[i], err, want[i])
+		}
+		if err := errs[2]; err != nil && !strings.Contains(err.Error(), "30") {
+			t.Errorf("conflict error %q does not name the current weight 30", err)
+		}
+		if err := errs[10]; err != nil && !strings.Contains(err.Error(), "16") {
+			t.Errorf("conflict error %q does not name the weight 16 written earlier in the batch", err)
+		}
+		checkWeights(t, tb, tcp4, map[netip.AddrPort]int{real1: 16, real3: 30, real4: 0})
+	})
+
+	t.Run("SetWeightsAllWritten", func(t *testing.T) {
+		tb := withDests(t)
+		errs := tb.SetWeights(tcp4, []WeightChange{{real3, 30, 3}, {real1, 10, 1}, {real2, 20, 2}})
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("change %d: %v", i, err)
+			}
+		}
+		checkWeights(t, tb, tcp4, map[netip.AddrPort]int{real1: 1, real2: 2, real3: 3})
+	})
+
+	t.Run("SetWeightsMissingService", func(t *testing.T) {
+		tb := withDests(t)
+		must(t, tb.AddService(udp4, "rr"))
+		must(t, tb.RemoveService(udp4))
+		for _, svc := range []ServiceKey{udp4, tcp6} { // removed; never added
+			changes := []WeightChange{{real1, 10, 11}, {real2, 0, 0}, {real3, 30, -1}}
+			if svc == tcp6 {
+				changes = []WeightChange{{real6, 10, 11}, {real6, 0, 0}, {real6, 30, -1}}
+			}
+			errs := tb.SetWeights(svc, changes)
+			if len(errs) != len(changes) {
+				t.Fatalf("%v: SetWeights returned %d errors for %d changes", svc, len(errs), len(changes))
+			}
+			for i, w := range []error{ErrNotFound, ErrNotFound, ErrWeightRange} {
+				checkChangeErr(t, i, changes[i], errs[i], w)
+			}
+		}
+		errs := tb.SetWeights(ServiceKey{Protocol: TCP}, []WeightChange{{real1, 10, 11}})
+		if len(errs) != 1 || errs[0] == nil || errors.Is(errs[0], ErrNotFound) {
+			t.Errorf("SetWeights with an invalid service key = %v, want an invalid-key error", errs)
+		}
+		checkWeights(t, tb, tcp4, map[netip.AddrPort]int{real1: 10, real2: 20, real3: 30})
+	})
+
+	t.Run("SetWeightsEmptyBatch", func(t *testing.T) {
+		tb := withDests(t)
+		for _, changes := range [][]WeightChange{nil, {}} {
+			if errs := tb.SetWeights(tcp4, changes); len(errs) != 0 {
+				t.Errorf("SetWeights(%#v) = %v, want no errors", changes, errs)
+			}
+			if errs := tb.SetWeights(udp4, changes); len(errs) != 0 { // no such service: nothing to report
+				t.Errorf("SetWeights(missing service, %#v) = %v, want no errors", changes, errs)
+			}
+		}
+		checkWeights(t, tb, tcp4, map[netip.AddrPort]int{real1: 10, real2: 20, real3: 30})
+	})
+
+	t.Run("SetWeightsConcurrentBatchesOneWinsEach", func(t *testing.T) {
+		tb := withDests(t)
+		const writers = 6
+		errs := make([][]error, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() {
+				errs[i] = tb.SetWeights(tcp4, []WeightChange{{real1, 10, 100 + i}, {real2, 20, 200 + i}, {real3, 30, 300 + i}})
+			})
+		}
+		wg.Wait()
+		want := map[netip.AddrPort]int{}
+		for d, dst := range []netip.AddrPort{real1, real2, real3} {
+			won := -1
+			for i := range writers {
+				switch err := errs[i][d]; {
+				case err == nil:
+					if won >= 0 {
+						t.Fatalf("%v: writers %d and %d both won the same compare-and-set", dst, won, i)
+					}
+					won = i
+				case !errors.Is(err, ErrWeightChanged):
+					t.Fatalf("writer %d, %v: %v, want nil or ErrWeightChanged", i, dst, err)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("%v: no writer won", dst)
+			}
+			want[dst] = 100*(d+1) + won
+		}
+		checkWeights(t, tb, tcp4, want)
+	})
+
 	t.Run("InvalidKeysRefused", func(t *testing.T) {
 		tb := newTable(t)
 		bad := []ServiceKey{
@@ -366,6 +483,28 @@ func TestConnectionDelta(t *testing.T) {
 		if got := ConnectionDelta(c.prev, c.cur); got != c.want {
 			t.Errorf("ConnectionDelta(%#x, %#x) = %#x, want %#x", c.prev, c.cur, got, c.want)
 		}
+	}
+}
+
+// errAny stands for "some error, no particular sentinel" in checkChangeErr.
+var errAny = errors.New("any error")
+
+// checkChangeErr checks the error of change i of a SetWeights batch: nil
+// when want is nil, else an error wrapping want (any error for errAny) that
+// names the destination.
+func checkChangeErr(t *testing.T, i int, c WeightChange, err, want error) {
+	t.Helper()
+	switch {
+	case want == nil:
+		if err != nil {
+			t.Errorf("change %d %+v: %v, want nil", i, c, err)
+		}
+	case err == nil:
+		t.Errorf("change %d %+v: nil, want %v", i, c, want)
+	case want != errAny && !errors.Is(err, want):
+		t.Errorf("change %d %+v: %v, want %v", i, c, err, want)
+	case !strings.Contains(err.Error(), c.Dest.String()):
+		t.Errorf("change %d: error %q does not name the destination %v", i, err, c.Dest)
 	}
 }
 

@@ -8,7 +8,7 @@
 // docs/ipvs.md). Kernel is Linux-only.
 //
 // The package must not decide weights, hold policy, or know about agents: it
-// reads services and destinations and writes one destination's weight.
+// reads services and destinations and writes destinations' weights.
 package ipvs
 
 import (
@@ -189,6 +189,19 @@ type Table interface {
 	// 0..MaxWeight. Every other attribute of the destination is kept.
 	// When to equals from nothing is written.
 	SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) error
+	// SetWeights applies changes to one service's destinations, each a
+	// compare-and-set exactly as SetWeight (ErrWeightChanged, ErrNotFound,
+	// ErrWeightRange, from == to writes nothing), reading the service's
+	// destinations once for all of them. It returns one error per change,
+	// in order (nil: written or nothing to write). Changes apply in order,
+	// so a destination named twice sees the first change's weight.
+	SetWeights(svc ServiceKey, changes []WeightChange) []error
+}
+
+// WeightChange is one compare-and-set weight write of a service's destination.
+type WeightChange struct {
+	Dest     netip.AddrPort
+	From, To int
 }
 
 // Admin adds and removes services and destinations. lvs-monitor never uses

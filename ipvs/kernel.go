@@ -193,54 +193,116 @@ func (k *Kernel) Destinations(svc ServiceKey) ([]Destination, error) {
 }
 
 // SetWeight writes dst's weight if the kernel still holds from; see Table.
-//
-// Under the lock it re-reads the service's destinations, compares the
-// weight, and writes back the destination object the kernel returned with
-// only Weight changed: IPVS_CMD_SET_DEST replaces forwarding method and
-// thresholds too, so writing a freshly built object would reset them. When
-// from == to nothing is written, since every destination edit restarts the
-// scheduler's round (wrr).
+// It is SetWeights with one change.
 func (k *Kernel) SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) error {
-	op := fmt.Sprintf("set weight of %s in %s", dst, svc)
-	if err := checkWeight(to); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	return k.SetWeights(svc, []WeightChange{{Dest: dst, From: from, To: to}})[0]
+}
+
+// SetWeights applies compare-and-set weight writes to svc's destinations;
+// see Table.
+//
+// Under the lock it dumps the service's destinations once, compares each
+// change's weight with the dump, and writes back the destination object the
+// kernel returned with only Weight changed: IPVS_CMD_SET_DEST replaces
+// forwarding method and thresholds too, so writing a freshly built object
+// would reset them. When from == to nothing is written, since every
+// destination edit restarts the scheduler's round (wrr).
+func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
+	errs := make([]error, len(changes))
+	if len(changes) == 0 {
+		return errs
 	}
-	key, addr, err := canonicalPair(op, svc, dst)
-	if err != nil {
-		return err
-	}
-	return k.with(op, func(h *mobyipvs.Handle) error {
-		ms := mobyService(key)
-		dests, err := h.GetDestinations(ms)
+	// Operation names are built only for errors: a batch of thousands of
+	// successful writes should not format thousands of strings.
+	op := func(c WeightChange) string { return fmt.Sprintf("set weight of %s in %s", c.Dest, svc) }
+	key, keyErr := canonicalKey(svc)
+	addrs := make([]netip.AddrPort, len(changes))
+	pending := 0
+	for i, c := range changes {
+		if err := checkWeight(c.To); err != nil {
+			errs[i] = fmt.Errorf("%s: %w", op(c), err)
+			continue
+		}
+		if keyErr != nil {
+			errs[i] = fmt.Errorf("%s: %w", op(c), keyErr)
+			continue
+		}
+		a, err := canonicalDest(key, c.Dest)
 		if err != nil {
-			return kernelErr(op, err)
+			errs[i] = fmt.Errorf("%s: %w", op(c), err)
+			continue
 		}
-		var cur *mobyipvs.Destination
-		for _, m := range dests {
-			if a, ok := addrPortFromMoby(m.Address, m.Port); ok && a == addr {
-				cur = m
-				break
+		addrs[i] = a
+		pending++
+	}
+	if pending == 0 {
+		return errs
+	}
+	// failPending gives every change still without an error the error
+	// that mk builds for it.
+	failPending := func(mk func(c WeightChange) error) []error {
+		for i, c := range changes {
+			if errs[i] == nil {
+				errs[i] = mk(c)
 			}
 		}
+		return errs
+	}
+
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, err := k.handle()
+	if err != nil {
+		return failPending(func(c WeightChange) error { return fmt.Errorf("%s: %w", op(c), err) })
+	}
+	ms := mobyService(key)
+	dests, err := h.GetDestinations(ms)
+	if err != nil {
+		return failPending(func(c WeightChange) error { return kernelErr(op(c), err) })
+	}
+	byAddr := make(map[netip.AddrPort]*mobyipvs.Destination, len(dests))
+	for _, m := range dests {
+		if a, ok := addrPortFromMoby(m.Address, m.Port); ok {
+			byAddr[a] = m
+		}
+	}
+	// The kernel dumps a missing service as an empty list; whether the
+	// service exists is asked once, for the first destination not found.
+	var svcErr error
+	svcChecked := false
+	for i, c := range changes {
+		if errs[i] != nil {
+			continue
+		}
+		cur := byAddr[addrs[i]]
 		if cur == nil {
-			if err := serviceExists(h, key); err != nil {
-				return kernelErr(op, err)
+			if !svcChecked {
+				svcErr, svcChecked = serviceExists(h, key), true
 			}
-			return fmt.Errorf("%s: destination not in the kernel table: %w", op, ErrNotFound)
+			if svcErr != nil {
+				errs[i] = kernelErr(op(c), svcErr)
+			} else {
+				errs[i] = fmt.Errorf("%s: destination not in the kernel table: %w", op(c), ErrNotFound)
+			}
+			continue
 		}
-		if cur.Weight != from {
-			return fmt.Errorf("%s: kernel holds weight %d, not %d: %w", op, cur.Weight, from, ErrWeightChanged)
+		if cur.Weight != c.From {
+			errs[i] = fmt.Errorf("%s: kernel holds weight %d, not %d: %w", op(c), cur.Weight, c.From, ErrWeightChanged)
+			continue
 		}
-		if from == to {
-			return nil
+		if c.From == c.To {
+			continue
 		}
 		upd := *cur
-		upd.Weight = to
+		upd.Weight = c.To
 		if err := h.UpdateDestination(ms, &upd); err != nil {
-			return kernelErr(op, err)
+			errs[i] = kernelErr(op(c), err)
+			continue
 		}
-		return nil
-	})
+		// A later change of the same destination compares with this write.
+		byAddr[addrs[i]] = &upd
+	}
+	return errs
 }
 
 // AddService adds an empty virtual service with the named scheduler

@@ -23,7 +23,7 @@ import (
 // namespace, whose IPVS table starts empty and disappears with it.
 const kernelTestEnv = "LVS_KERNEL_TEST"
 
-func requireKernelTests(t *testing.T) {
+func requireKernelTests(t testing.TB) {
 	t.Helper()
 	if os.Getenv(kernelTestEnv) != "1" {
 		t.Skipf("set %s=1 to run against the kernel's IPVS (needs root and the ip_vs modules; meant for a VM: make test-kernel)", kernelTestEnv)
@@ -36,14 +36,11 @@ func TestKernelConformance(t *testing.T) {
 }
 
 // TestKernelSetWeightKeepsForwardingAndThresholds checks, by reading the
-// kernel through moby/ipvs directly, that SetWeight keeps what Destination
-// does not show: the forwarding method and the connection thresholds.
+// kernel through moby/ipvs directly, that SetWeight and SetWeights keep what
+// Destination does not show: the forwarding method and the connection
+// thresholds.
 func TestKernelSetWeightKeepsForwardingAndThresholds(t *testing.T) {
 	requireKernelTests(t)
-	k := openTestKernel(t)
-	svc := mustKey(t, "192.0.2.10:80/tcp")
-	must(t, k.AddService(svc, "wlc"))
-
 	type attrs struct {
 		fwd          uint32
 		upper, lower uint32
@@ -53,38 +50,59 @@ func TestKernelSetWeightKeepsForwardingAndThresholds(t *testing.T) {
 		netip.MustParseAddrPort("10.1.0.2:80"): {mobyipvs.ConnFwdTunnel, 0, 0},
 		netip.MustParseAddrPort("10.1.0.3:80"): {mobyipvs.ConnFwdMasq, 50, 0},
 	}
-	k.mu.Lock()
-	for a, c := range cases {
-		d := mobyDest(a)
-		d.Weight, d.ConnectionFlags, d.UpperThreshold, d.LowerThreshold = 5, c.fwd, c.upper, c.lower
-		if err := k.h.NewDestination(mobyService(svc), d); err != nil {
+	for _, batch := range []bool{false, true} {
+		name := "SetWeight"
+		if batch {
+			name = "SetWeights"
+		}
+		t.Run(name, func(t *testing.T) {
+			k := openTestKernel(t)
+			svc := mustKey(t, "192.0.2.10:80/tcp")
+			must(t, k.AddService(svc, "wlc"))
+			k.mu.Lock()
+			for a, c := range cases {
+				d := mobyDest(a)
+				d.Weight, d.ConnectionFlags, d.UpperThreshold, d.LowerThreshold = 5, c.fwd, c.upper, c.lower
+				if err := k.h.NewDestination(mobyService(svc), d); err != nil {
+					k.mu.Unlock()
+					t.Fatalf("add %v through moby/ipvs: %v", a, err)
+				}
+			}
 			k.mu.Unlock()
-			t.Fatalf("add %v through moby/ipvs: %v", a, err)
-		}
-	}
-	k.mu.Unlock()
 
-	for a := range cases {
-		must(t, k.SetWeight(svc, a, 5, 9))
-	}
+			var changes []WeightChange
+			for a := range cases {
+				changes = append(changes, WeightChange{Dest: a, From: 5, To: 9})
+			}
+			if batch {
+				for _, err := range k.SetWeights(svc, changes) {
+					must(t, err)
+				}
+			} else {
+				for _, c := range changes {
+					must(t, k.SetWeight(svc, c.Dest, c.From, c.To))
+				}
+			}
 
-	k.mu.Lock()
-	ds, err := k.h.GetDestinations(mobyService(svc))
-	k.mu.Unlock()
-	must(t, err)
-	if len(ds) != len(cases) {
-		t.Fatalf("kernel lists %d destinations, want %d", len(ds), len(cases))
-	}
-	for _, d := range ds {
-		a, _ := addrPortFromMoby(d.Address, d.Port)
-		want, ok := cases[a]
-		if !ok {
-			t.Fatalf("unexpected destination %v", a)
-		}
-		got := attrs{d.ConnectionFlags & mobyipvs.ConnFwdMask, d.UpperThreshold, d.LowerThreshold}
-		if got != want || d.Weight != 9 {
-			t.Errorf("%v after SetWeight: weight %d, %+v; want weight 9, %+v", a, d.Weight, got, want)
-		}
+			k.mu.Lock()
+			ds, err := k.h.GetDestinations(mobyService(svc))
+			k.mu.Unlock()
+			must(t, err)
+			if len(ds) != len(cases) {
+				t.Fatalf("kernel lists %d destinations, want %d", len(ds), len(cases))
+			}
+			for _, d := range ds {
+				a, _ := addrPortFromMoby(d.Address, d.Port)
+				want, ok := cases[a]
+				if !ok {
+					t.Fatalf("unexpected destination %v", a)
+				}
+				got := attrs{d.ConnectionFlags & mobyipvs.ConnFwdMask, d.UpperThreshold, d.LowerThreshold}
+				if got != want || d.Weight != 9 {
+					t.Errorf("%v after %s: weight %d, %+v; want weight 9, %+v", a, name, d.Weight, got, want)
+				}
+			}
+		})
 	}
 }
 
@@ -174,7 +192,7 @@ func TestOpenKernelBadNamespace(t *testing.T) {
 
 // openTestKernel opens a Kernel on a new, empty network namespace with lo
 // up, and closes both when t ends.
-func openTestKernel(t *testing.T) *Kernel {
+func openTestKernel(t testing.TB) *Kernel {
 	t.Helper()
 	ns := newTestNamespace(t)
 	// IPv4 destinations are refused (EINVAL) until the namespace has
@@ -204,7 +222,7 @@ func openTestKernel(t *testing.T) *Kernel {
 // namespace is created on a locked OS thread that is moved back to the
 // original namespace before it is released; if that fails the goroutine
 // ends still locked, and the Go runtime discards the thread.
-func newTestNamespace(t *testing.T) netns.NsHandle {
+func newTestNamespace(t testing.TB) netns.NsHandle {
 	t.Helper()
 	type result struct {
 		ns  netns.NsHandle

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -56,22 +57,67 @@ func (m *Mem) Destinations(svc ServiceKey) ([]Destination, error) {
 }
 
 // SetWeight sets dst's weight to to if it is still from (compare-and-set);
-// see Table.
+// see Table. It is SetWeights with one change.
 func (m *Mem) SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) error {
-	op := fmt.Sprintf("set weight of %s in %s", dst, svc)
-	if err := checkWeight(to); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+	return m.SetWeights(svc, []WeightChange{{Dest: dst, From: from, To: to}})[0]
+}
+
+// SetWeights applies compare-and-set weight writes to svc's destinations
+// under one lock; see Table.
+func (m *Mem) SetWeights(svc ServiceKey, changes []WeightChange) []error {
+	errs := make([]error, len(changes))
+	if len(changes) == 0 {
+		return errs
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d, err := m.dest(svc, dst)
+	s, k, svcErr := m.service(svc)
+	// An index pays for itself only over several lookups; one change
+	// (SetWeight) scans the list.
+	var at map[netip.AddrPort]int
+	if svcErr == nil && len(changes) > 1 {
+		at = make(map[netip.AddrPort]int, len(s.dests))
+		for i, d := range s.dests {
+			at[d.Addr] = i
+		}
+	}
+	for i, c := range changes {
+		if err := m.setWeightLocked(s, k, svcErr, at, c); err != nil {
+			errs[i] = fmt.Errorf("set weight of %s in %s: %w", c.Dest, svc, err)
+		}
+	}
+	return errs
+}
+
+// setWeightLocked applies one change to s (svcErr: why s was not found;
+// at: an index of s.dests or nil); the caller holds m.mu.
+func (m *Mem) setWeightLocked(s *memService, k ServiceKey, svcErr error, at map[netip.AddrPort]int, c WeightChange) error {
+	if err := checkWeight(c.To); err != nil {
+		return err
+	}
+	if svcErr != nil {
+		return svcErr
+	}
+	a, err := canonicalDest(k, c.Dest)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return err
 	}
-	if d.Weight != from {
-		return fmt.Errorf("%s: table holds weight %d, not %d: %w", op, d.Weight, from, ErrWeightChanged)
+	var i int
+	var ok bool
+	if at != nil {
+		i, ok = at[a]
+	} else {
+		i = slices.IndexFunc(s.dests, func(d Destination) bool { return d.Addr == a })
+		ok = i >= 0
 	}
-	d.Weight = to
+	if !ok {
+		return fmt.Errorf("destination not in the table: %w", ErrNotFound)
+	}
+	d := &s.dests[i]
+	if d.Weight != c.From {
+		return fmt.Errorf("table holds weight %d, not %d: %w", d.Weight, c.From, ErrWeightChanged)
+	}
+	d.Weight = c.To
 	return nil
 }
 

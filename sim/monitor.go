@@ -191,6 +191,16 @@ func (t *simTable) SetWeight(svc ipvs.ServiceKey, dst netip.AddrPort, from, to i
 	return fmt.Errorf("%s: %w", op, ipvs.ErrNotFound)
 }
 
+// SetWeights applies each change as SetWeight does, in order: the
+// simulated table is in memory, so there is no dump to share.
+func (t *simTable) SetWeights(svc ipvs.ServiceKey, changes []ipvs.WeightChange) []error {
+	errs := make([]error, len(changes))
+	for i, c := range changes {
+		errs[i] = t.SetWeight(svc, c.Dest, c.From, c.To)
+	}
+	return errs
+}
+
 // simAgents answers the monitor's agent polls with each simulated agent's
 // latest sample (monitor.AgentClient). An agent whose server is down or
 // whose agent is stopped does not answer; a just-started agent has no
