@@ -416,7 +416,7 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 
 // SettleTolerance is how close to the ideal weights settling is judged:
 // every server's weight share within 10 % (relative) of its ideal share,
-// as issue 7 defines it.
+// the benchmark's settling target.
 const SettleTolerance = 0.10
 
 func nanPerEvent(n int) []float64 {
