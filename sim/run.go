@@ -21,21 +21,13 @@ const (
 	evSample
 )
 
+// event is one entry of the event queue, keyed by (time, seq): simultaneous
+// events run in the order they were scheduled, so a run is a pure function
+// of its inputs.
 type event struct {
-	t    float64
-	seq  uint64
 	kind uint8
 	k    int32
 	ver  uint64
-}
-
-// before orders events by (t, seq): simultaneous events run in the order
-// they were scheduled, so a run is a pure function of its inputs.
-func (e event) before(o event) bool {
-	if e.t != o.t {
-		return e.t < o.t
-	}
-	return e.seq < o.seq
 }
 
 // weightChange is one entry of a destination's weight history.
@@ -142,7 +134,7 @@ func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy)
 
 func (r *run) schedule(t float64, kind uint8, k int, ver uint64) {
 	r.seq++
-	r.ev.push(event{t: t, seq: r.seq, kind: kind, k: int32(k), ver: ver})
+	r.ev.push(t, r.seq, event{kind: kind, k: int32(k), ver: ver})
 }
 
 // setWeight changes destination k's weight in the kernel table: the
@@ -239,11 +231,11 @@ func (r *run) depart(k int) {
 	s := r.srv[k]
 	s.advance(r.now)
 	for s.done() {
-		j := s.pop()
-		r.resp[j.req] = float32(r.now - r.st.Arrive[j.req])
+		req := s.pop()
+		r.resp[req] = float32(r.now - r.st.Arrive[req])
 		if k < len(r.dests) {
 			r.dests[k].Active--
-			r.addInactive(k, float64(r.st.Idle[j.req])+r.sc.Director.Linger.Seconds())
+			r.addInactive(k, float64(r.st.Idle[req])+r.sc.Director.Linger.Seconds())
 		}
 	}
 	r.reschedule(k)
@@ -263,7 +255,7 @@ func (r *run) applyEvent(i int) {
 	case EvFail:
 		if !s.down {
 			for _, j := range s.jobs {
-				r.resp[j.req] = -1
+				r.resp[j.val] = -1
 				r.dests[k].Active--
 				r.addInactive(k, r.sc.Director.Linger.Seconds())
 			}
@@ -393,12 +385,12 @@ func (r *run) loop() error {
 	r.schedule(r.sampleDt, evSample, 0, 0)
 
 	for len(r.ev) > 0 {
-		e := r.ev.pop()
+		t, e := r.ev.pop()
 		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario
-		if e.t > r.end && periodic {
+		if t > r.end && periodic {
 			continue // after the end only departures and expiries remain
 		}
-		r.now = e.t
+		r.now = t
 		switch e.kind {
 		case evArrival:
 			i := int(e.k)

@@ -5,15 +5,6 @@ import (
 	"slices"
 )
 
-// psJob is one request in a server: its finish tag in the server's virtual
-// time (the attained service at which it completes) and its request index.
-type psJob struct {
-	tag float64
-	req int32
-}
-
-func (j psJob) before(o psJob) bool { return j.tag < o.tag }
-
 // server is one simulated real server: an exact processor-sharing queue.
 // Every request present receives the same service rate
 //
@@ -38,10 +29,10 @@ type server struct {
 	full     float64 // the machine's whole rate (normalises busy)
 	bgBusy   float64 // busy fraction the background job adds
 
-	jobs minHeap[psJob]
-	v    float64 // virtual time (attained service per present job)
-	last float64 // simulated time v and busyInt were brought up to
-	ver  uint64  // departure-event version; stale events are skipped
+	jobs minHeap[int32] // the requests present (their indices), keyed by tag; seq unused
+	v    float64        // virtual time (attained service per present job)
+	last float64        // simulated time v and busyInt were brought up to
+	ver  uint64         // departure-event version; stale events are skipped
 
 	busyInt float64 // ∫ busy fraction dt, the agent's CPU counter
 }
@@ -104,23 +95,26 @@ func (s *server) nextDeparture() float64 {
 	if n == 0 || r <= 0 {
 		return math.Inf(1)
 	}
-	return s.last + math.Max(0, s.jobs[0].tag-s.v)/r
+	return s.last + math.Max(0, s.jobs[0].key-s.v)/r
 }
 
 // push adds a request of demand d (the caller has advanced the server).
 func (s *server) push(d float64, req int) {
-	s.jobs.push(psJob{tag: s.v + d, req: int32(req)})
+	s.jobs.push(s.v+d, 0, int32(req))
 }
 
-// pop removes and returns the request with the smallest tag.
-func (s *server) pop() psJob { return s.jobs.pop() }
+// pop removes the request with the smallest tag and returns its index.
+func (s *server) pop() int32 {
+	_, req := s.jobs.pop()
+	return req
+}
 
 // done reports whether the smallest tag has been reached (within rounding).
 func (s *server) done() bool {
 	if len(s.jobs) == 0 {
 		return false
 	}
-	return s.jobs[0].tag <= s.v+1e-12*math.Max(1, math.Abs(s.v))
+	return s.jobs[0].key <= s.v+1e-12*math.Max(1, math.Abs(s.v))
 }
 
 // addedDelay returns by how much the sum of the response times of every
@@ -133,7 +127,7 @@ func (s *server) addedDelay(d float64) float64 {
 	}
 	rem := make([]float64, len(s.jobs), len(s.jobs)+1)
 	for i, j := range s.jobs {
-		rem[i] = math.Max(0, j.tag-s.v)
+		rem[i] = math.Max(0, j.key-s.v)
 	}
 	slices.Sort(rem)
 	without := s.totalCompletion(rem)

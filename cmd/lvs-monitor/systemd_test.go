@@ -9,6 +9,9 @@ import (
 // The systemd units verify cleanly and meet their exposure targets
 // (systemd/check.sh, also `make systemd-check`).
 func TestSystemdUnits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both daemons and runs systemd-analyze (about 4 s)")
+	}
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("systemd-analyze not installed (make systemd-check installs it)")
 	}
