@@ -38,7 +38,8 @@ type applied struct {
 	err            error // failures that are not normal events
 }
 
-// apply is the one place in this package that writes to the IPVS table.
+// apply is the one place in this package that writes to the IPVS table
+// (Table.SetWeights, one call per service).
 // Every decision — the cycle's, the backlog guard's, an operator's drain
 // or undrain, a follower mirroring its writer, a writer replaying a
 // follower's edit — comes through here. Each write is a compare-and-set
@@ -50,51 +51,77 @@ type applied struct {
 func (m *Monitor) apply(changes []change) applied {
 	var res applied
 	var errs []error
+	due := make([]change, 0, len(changes))
 	for _, c := range changes {
-		d := c.d
-		if !d.Write {
-			continue
-		}
-		if m.dryRun {
-			c.out.DryRun = true
-			m.logChange("would change weight (dry run)", c.key, d)
-			continue
-		}
-		err := m.deps.Table.SetWeight(c.key.Service, c.key.Dest, d.Before, d.To)
 		switch {
-		case err == nil:
-			res.writes++
-			c.out.Wrote = true
-			if c.kernel != nil {
-				*c.kernel = d.To
-			}
-			if d.RecordChanged {
-				m.state[c.key] = d.Record
-				res.recordsChanged = true
-			}
-			st := m.serverState(c.key)
-			if d.OnWrite.SetCtrl {
-				st.Ctrl, st.CtrlSet = d.OnWrite.Ctrl, true
-			}
-			if d.OnWrite.StartRamp {
-				st.RampStart = m.deps.Now()
-			}
-			m.logChange("weight changed", c.key, d)
-			continue
-		case errors.Is(err, ipvs.ErrWeightChanged):
-			m.deps.Metrics.writeError(writeErrChanged)
-			m.log.Info("weight changed by another tool since it was read; not written, reconciled next interval", "service", c.key.Service, "server", c.key.Dest, "error", err)
-		case errors.Is(err, ipvs.ErrNotFound):
-			m.deps.Metrics.writeError(writeErrVanished)
-			m.log.Info("destination vanished before the write; skipped", "service", c.key.Service, "server", c.key.Dest)
+		case !c.d.Write:
+		case m.dryRun:
+			c.out.DryRun = true
+			m.logChange("would change weight (dry run)", c.key, c.d)
 		default:
-			m.deps.Metrics.writeError(writeErrOther)
-			errs = append(errs, fmt.Errorf("write weight %s: %w", c.key, err))
+			due = append(due, c)
 		}
-		c.out.Err = err
+	}
+	// One batch per run of one service's changes: the table reads the
+	// service once for all of them (ipvs.Table.SetWeights).
+	batch := make([]ipvs.WeightChange, 0, len(due))
+	for i := 0; i < len(due); {
+		svc := due[i].key.Service
+		j := i
+		batch = batch[:0]
+		for ; j < len(due) && due[j].key.Service == svc; j++ {
+			batch = append(batch, ipvs.WeightChange{Dest: due[j].key.Dest, From: due[j].d.Before, To: due[j].d.To})
+		}
+		for k, err := range m.deps.Table.SetWeights(svc, batch) {
+			if err := m.applied(due[i+k], err, &res); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		i = j
 	}
 	res.err = errors.Join(errs...)
 	return res
+}
+
+// applied records how one write went: a written decision's ownership
+// record and state changes take effect; a conflict or a vanished
+// destination is a normal event; any other failure is returned.
+func (m *Monitor) applied(c change, err error, res *applied) error {
+	d := c.d
+	switch {
+	case err == nil:
+		res.writes++
+		c.out.Wrote = true
+		if c.kernel != nil {
+			*c.kernel = d.To
+		}
+		if d.RecordChanged {
+			m.state[c.key] = d.Record
+			res.recordsChanged = true
+		}
+		st := m.serverState(c.key)
+		if d.OnWrite.SetCtrl {
+			st.Ctrl, st.CtrlSet = d.OnWrite.Ctrl, true
+		}
+		if d.OnWrite.StartRamp {
+			st.RampStart = m.deps.Now()
+		}
+		m.logChange("weight changed", c.key, d)
+		return nil
+	case errors.Is(err, ipvs.ErrWeightChanged):
+		m.deps.Metrics.writeError(writeErrChanged)
+		m.log.Info("weight changed by another tool since it was read; not written, reconciled next interval", "service", c.key.Service, "server", c.key.Dest, "error", err)
+	case errors.Is(err, ipvs.ErrNotFound):
+		m.deps.Metrics.writeError(writeErrVanished)
+		m.log.Info("destination vanished before the write; skipped", "service", c.key.Service, "server", c.key.Dest)
+	default:
+		m.deps.Metrics.writeError(writeErrOther)
+		err = fmt.Errorf("write weight %s: %w", c.key, err)
+		c.out.Err = err
+		return err
+	}
+	c.out.Err = err
+	return nil
 }
 
 // applyRows applies the rows' decisions (a cycle's or a backlog

@@ -363,13 +363,15 @@ type vanishingTable struct {
 	victim netip.AddrPort
 }
 
-func (v vanishingTable) SetWeight(svc ipvs.ServiceKey, dst netip.AddrPort, from, to int) error {
-	if dst == v.victim {
-		if err := v.Mem.RemoveDestination(svc, dst); err != nil {
-			return err
+func (v vanishingTable) SetWeights(svc ipvs.ServiceKey, changes []ipvs.WeightChange) []error {
+	for _, c := range changes {
+		if c.Dest == v.victim {
+			if err := v.Mem.RemoveDestination(svc, c.Dest); err != nil {
+				return []error{err}
+			}
 		}
 	}
-	return v.Mem.SetWeight(svc, dst, from, to)
+	return v.Mem.SetWeights(svc, changes)
 }
 
 // meddlingTable changes the weight just before the write, as ipvsadm might.
@@ -378,13 +380,15 @@ type meddlingTable struct {
 	victim netip.AddrPort
 }
 
-func (v meddlingTable) SetWeight(svc ipvs.ServiceKey, dst netip.AddrPort, from, to int) error {
-	if dst == v.victim {
-		if err := v.Mem.SetWeight(svc, dst, from, 3); err != nil {
-			return err
+func (v meddlingTable) SetWeights(svc ipvs.ServiceKey, changes []ipvs.WeightChange) []error {
+	for _, c := range changes {
+		if c.Dest == v.victim {
+			if err := v.Mem.SetWeight(svc, c.Dest, c.From, 3); err != nil {
+				return []error{err}
+			}
 		}
 	}
-	return v.Mem.SetWeight(svc, dst, from, to)
+	return v.Mem.SetWeights(svc, changes)
 }
 
 func TestRacesBetweenReadAndWrite(t *testing.T) {
