@@ -99,7 +99,7 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 			m.state[c.key] = d.Record
 			res.recordsChanged = true
 		}
-		st := m.serverState(c.key)
+		st := &m.memory(c.key).policy
 		if d.OnWrite.SetCtrl {
 			st.Ctrl, st.CtrlSet = d.OnWrite.Ctrl, true
 		}

@@ -137,7 +137,8 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			k := &table[di]
 			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
 				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, NewConns: -1}})
-			rows = append(rows, destRow{svc: svc, server: rs, counter: k.Connections, seen: m.seenOf(key), state: m.serverState(key)})
+			mem := m.memoryAt(i, j, key)
+			rows = append(rows, destRow{svc: svc, server: rs, counter: k.Connections, seen: &mem.seen, state: &mem.policy})
 		}
 		for addr := range byAddr {
 			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)

@@ -256,7 +256,7 @@ func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
 	}
 	cycle(t, m)
 	wantWeights(t, r, "drained during the hold", 10, 0, 10)
-	if m.servers[DestKey{Service: svcKey, Dest: rsB}].Guard.Holding() {
+	if m.mem[DestKey{Service: svcKey, Dest: rsB}].policy.Guard.Holding() {
 		t.Error("the hold outlived the drain")
 	}
 

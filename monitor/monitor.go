@@ -48,12 +48,13 @@ type Monitor struct {
 	log    *slog.Logger
 
 	state State // ownership, persisted
-	// servers and services: what policy remembers between cycles, and
-	// seen: what the observation stage remembers (counters, agents); in
-	// memory only.
-	servers  map[DestKey]*policy.ServerState
+	// mem and services: what the monitor remembers between cycles, in
+	// memory only. byConfig caches mem's entries by the configuration's
+	// [service][server] index (rebuilt after a reload), so that a cycle
+	// looks up no destination key.
+	mem      map[DestKey]*destMemory
+	byConfig [][]*destMemory
 	services map[ipvs.ServiceKey]*policy.ServiceState
-	seen     map[DestKey]*observed
 	noted    map[string]bool // one-time notices already logged
 	// hashed: the services under a hashing scheduler at the last cycle
 	// (the backlog guard leaves them alone), with the scheduler's name
@@ -108,9 +109,8 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		deps:   deps,
 		log:    log,
 
-		servers:  map[DestKey]*policy.ServerState{},
+		mem:      map[DestKey]*destMemory{},
 		services: map[ipvs.ServiceKey]*policy.ServiceState{},
-		seen:     map[DestKey]*observed{},
 		noted:    map[string]bool{},
 		hashed:   map[ipvs.ServiceKey]string{},
 		started:  deps.Now(),
@@ -132,8 +132,15 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	return m, nil
 }
 
+// destMemory is what the monitor remembers of one destination between
+// cycles: what policy remembers, and what the observation stage does.
+type destMemory struct {
+	policy policy.ServerState
+	seen   observed
+}
+
 // observed is what the observation stage keeps about one destination
-// between cycles, in memory only.
+// between cycles.
 type observed struct {
 	counter    uint32 // last reading of the connection counter
 	counterSet bool

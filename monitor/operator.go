@@ -85,7 +85,7 @@ func (m *Monitor) Reload(cfg Config) {
 		return
 	}
 	m.mu.Lock()
-	m.cfg, m.engine = cfg, engine
+	m.cfg, m.engine, m.byConfig = cfg, engine, nil
 	m.reloadedAt, m.reloadErr = m.deps.Now(), nil
 	m.mu.Unlock()
 	m.deps.Metrics.reload(true, float64(m.reloadedAt.Unix()))
@@ -213,14 +213,30 @@ func (m *Monitor) kernelWeight(svc ipvs.ServiceKey, dst netip.AddrPort) (int, er
 	return 0, fmt.Errorf("%s %s: %w", svc, dst, ipvs.ErrNotFound)
 }
 
-// serverState returns what policy remembers of a destination, creating it.
-func (m *Monitor) serverState(key DestKey) *policy.ServerState {
-	st := m.servers[key]
-	if st == nil {
-		st = &policy.ServerState{}
-		m.servers[key] = st
+// memory returns what the monitor remembers of a destination, creating it.
+func (m *Monitor) memory(key DestKey) *destMemory {
+	mem := m.mem[key]
+	if mem == nil {
+		mem = &destMemory{}
+		m.mem[key] = mem
 	}
-	return st
+	return mem
+}
+
+// memoryAt is memory for the configuration's server j of service i.
+func (m *Monitor) memoryAt(i, j int, key DestKey) *destMemory {
+	if len(m.byConfig) != len(m.cfg.Services) {
+		m.byConfig = make([][]*destMemory, len(m.cfg.Services))
+	}
+	if len(m.byConfig[i]) != len(m.cfg.Services[i].Servers) {
+		m.byConfig[i] = make([]*destMemory, len(m.cfg.Services[i].Servers))
+	}
+	mem := m.byConfig[i][j]
+	if mem == nil {
+		mem = m.memory(key)
+		m.byConfig[i][j] = mem
+	}
+	return mem
 }
 
 // serviceState returns what policy remembers of a service, creating it.
@@ -231,15 +247,4 @@ func (m *Monitor) serviceState(svc ipvs.ServiceKey) *policy.ServiceState {
 		m.services[svc] = st
 	}
 	return st
-}
-
-// seenOf returns what the observation stage remembers of a destination,
-// creating it.
-func (m *Monitor) seenOf(key DestKey) *observed {
-	s := m.seen[key]
-	if s == nil {
-		s = &observed{}
-		m.seen[key] = s
-	}
-	return s
 }

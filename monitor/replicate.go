@@ -42,7 +42,8 @@ func (m *Monitor) Snapshot() scheduler.Snapshot {
 				OverriddenConfig: rec.OverriddenConfig,
 				RestoreWeight:    rec.RestoreWeight,
 			}
-			if ps := m.servers[k]; ps != nil {
+			if mem := m.mem[k]; mem != nil {
+				ps := &mem.policy
 				d.Ctrl, d.CtrlSet = ps.Ctrl, ps.CtrlSet
 				if !ps.RampStart.IsZero() {
 					d.Ramping, d.RampElapsed = true, now.Sub(ps.RampStart)
@@ -152,7 +153,7 @@ func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]Lo
 			OverriddenConfig: d.OverriddenConfig,
 			RestoreWeight:    d.RestoreWeight,
 		}
-		ps := m.serverState(k)
+		ps := &m.memory(k).policy
 		ps.Ctrl, ps.CtrlSet = d.Ctrl, d.CtrlSet
 		ps.RampStart = time.Time{}
 		if d.Ramping {
