@@ -21,16 +21,14 @@ import (
 // With mirror set, every report's CPU is mirrored around the LVS target
 // (1.9 − cpu): a benchmark flips it to move every weight every cycle.
 type stubAgents struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex // polls run concurrently: they only read
 	reports map[string]agent.Report
-	calls   int
 	mirror  bool
 }
 
 func (s *stubAgents) Fetch(_ context.Context, addr string, _ time.Duration) (agent.Report, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	r, ok := s.reports[addr]
 	if !ok {
 		return agent.Report{}, fmt.Errorf("agent %s: connection refused", addr)

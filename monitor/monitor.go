@@ -151,25 +151,33 @@ type observed struct {
 	cpuTime      *agent.CPUTime // the agent's CPU totals at the last good poll
 }
 
-// Run calls Cycle now and then every interval until ctx ends. A director
-// with a [sync] section runs as one of a synchronised group instead
-// (pair.go): it writes only while it is the group's writer. A cycle that
+// Run calls Cycle now and then every interval until ctx ends, with
+// backlog checks between cycles. A director with a [sync] section runs as
+// one of a synchronised group (pair.go): it writes only while it is the
+// group's writer, publishes its state after each cycle, and takes the
+// other directors' messages and role changes as they come. A cycle that
 // overruns the interval delays the next one; ticks are not queued.
 // afterCycle, if non-nil, is called after each cycle (e.g. to notify
 // systemd or print a table).
 func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) error {
+	var p *pair // nil: a director that runs alone
 	if m.cfg.Sync.Enabled() {
-		return m.runPair(ctx, afterCycle)
+		var err error
+		if p, err = m.startPair(ctx, afterCycle); err != nil {
+			return err
+		}
+		defer p.stop()
 	}
-	interval := m.Interval()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	g := newGuardTicker(m.GuardCheck())
-	defer g.stop()
-	for {
+	cycle := func() {
+		if p != nil {
+			p.step(ctx) // time-based transitions: grace over, a silent writer's claim lapsed
+			p.cycle(ctx)
+			p.publish()
+			return
+		}
 		rep, err := m.Cycle(ctx)
 		if ctx.Err() != nil {
-			return nil // stopped during the cycle
+			return // stopped during the cycle
 		}
 		if err != nil {
 			m.log.Error("cycle", "error", err)
@@ -177,30 +185,41 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 		if afterCycle != nil {
 			afterCycle(rep, err)
 		}
-		if !m.waitTick(ctx, t, &interval, g) {
-			return nil
-		}
 	}
-}
-
-// waitTick waits for the next tick of t, running backlog checks at g's
-// ticks meanwhile. A reload that changes the interval or the check period
-// restarts the waits with the new ones. It returns false when ctx ends.
-func (m *Monitor) waitTick(ctx context.Context, t *time.Ticker, interval *time.Duration, g *guardTicker) bool {
+	var roles <-chan scheduler.Role // nil channels: never ready alone
+	var inbox <-chan struct{}
+	if p != nil {
+		p.node.SetRole(p.roles.Role())
+		roles, inbox = p.roles.Changes(), p.inbox.Ready()
+	}
+	cycle()
+	interval := m.Interval()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	g := newGuardTicker(m.GuardCheck())
+	defer g.stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return nil
 		case <-t.C:
-			return true
+			cycle()
 		case <-g.C():
-			m.runGuard(ctx)
+			if m.runGuard(ctx) > 0 && p != nil {
+				p.publish() // the follower holds the guard's weights too
+			}
 		case <-m.reloaded:
-			if i := m.Interval(); i != *interval {
-				*interval = i
+			if i := m.Interval(); i != interval {
+				interval = i
 				t.Reset(i)
 			}
 			g.reset(m.GuardCheck())
+		case r := <-roles:
+			p.log.Info("sync: role changed", "role", r)
+			p.node.SetRole(r)
+			p.step(ctx) // a new writer runs a cycle at once
+		case <-inbox:
+			p.handle(ctx, p.inbox.Take())
 		}
 	}
 }

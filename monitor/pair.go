@@ -122,51 +122,10 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	return p, nil
 }
 
-// runPair is Run for a director of a synchronised group.
-func (m *Monitor) runPair(ctx context.Context, after func(CycleReport, error)) error {
-	p, err := m.startPair(ctx, after)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		p.ln.Close()
-		p.wg.Wait()
-	}()
-	p.node.SetRole(p.roles.Role())
-	p.step(ctx)
-	p.cycle(ctx)
-	p.publish()
-	interval := m.Interval()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	g := newGuardTicker(m.GuardCheck())
-	defer g.stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-m.reloaded:
-			if i := m.Interval(); i != interval {
-				interval = i
-				t.Reset(interval)
-			}
-			g.reset(m.GuardCheck())
-		case <-g.C():
-			if m.runGuard(ctx) > 0 {
-				p.publish() // the follower holds the cut weights too
-			}
-		case r := <-p.roles.Changes():
-			p.log.Info("sync: role changed", "role", r)
-			p.node.SetRole(r)
-			p.step(ctx) // a new writer runs a cycle at once
-		case <-p.inbox.Ready():
-			p.handle(ctx, p.inbox.Take())
-		case <-t.C:
-			p.step(ctx) // time-based transitions: grace over, a silent writer's claim lapsed
-			p.cycle(ctx)
-			p.publish()
-		}
-	}
+// stop closes the listener and waits for the pair's goroutines.
+func (p *pair) stop() {
+	p.ln.Close()
+	p.wg.Wait()
 }
 
 // step advances the writer/follower state machine and acts on a change.
