@@ -20,11 +20,10 @@ type HTTPAgentClient struct {
 }
 
 // NewHTTPAgentClient returns a client that opens a fresh connection for
-// every poll and keeps none open between intervals. Measured at 2,000
-// agents (docs/scale.md): keeping connections alive saves about a third of
-// the polling CPU but costs two goroutines and two buffers per agent, about
-// 95 MB of RSS against 30 MB, and leaves stale connections to agents that
-// restart. A poll every few seconds does not need the saving.
+// every poll and keeps none open between intervals: kept-alive connections
+// cost goroutines and buffers per agent and go stale when agents restart,
+// which a poll every few seconds does not need (docs/scale.md has the
+// measurement).
 //
 // Each poll is bounded by the timeout the monitor passes (agent_timeout,
 // re-read at every cycle, so a reload takes effect); the client has no

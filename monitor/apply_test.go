@@ -46,13 +46,13 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 
 		// A writer's snapshot says C is at 4.
 		m.setFollower(true)
-		snap := m.Snapshot()
+		snap := m.snapshot()
 		for i := range snap.Dests {
 			if snap.Dests[i].Key == scheduler.DestKey(DestKey{Service: svcKey, Dest: rsC}) {
 				snap.Dests[i].Weight = 4
 			}
 		}
-		if _, err := m.Adopt(snap, nil); err != nil {
+		if _, err := m.adopt(snap, nil); err != nil {
 			t.Fatalf("adopt: %v", err)
 		}
 		if got, want := r.weight(rsC), map[bool]int{true: 10, false: 4}[dry]; got != want {
@@ -60,7 +60,7 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 		}
 		m.setFollower(false)
 
-		err = m.ReplayEdit(DestKey{Service: svcKey, Dest: rsC}, 7)
+		err = m.replayEdit(DestKey{Service: svcKey, Dest: rsC}, 7)
 		wantDry("replay", err)
 		if got, want := r.weight(rsC), map[bool]int{true: 10, false: 7}[dry]; got != want {
 			t.Errorf("dry run %v: replay left C at %d, want %d", dry, got, want)

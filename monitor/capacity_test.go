@@ -98,9 +98,9 @@ func TestIntervalCPU(t *testing.T) {
 		{"first poll: last window", nil, cur, 10, 0.9, 0},
 		{"old agent: last window", prev, nil, 10, 0.9, 0},
 	} {
-		cpu, span := IntervalCPU(tt.prev, tt.cur, 0.9, tt.maxSpan)
+		cpu, span := intervalCPU(tt.prev, tt.cur, 0.9, tt.maxSpan)
 		if math.Abs(cpu-tt.wantCPU) > 1e-12 || span != tt.wantSp {
-			t.Errorf("%s: IntervalCPU = %v over %v s, want %v over %v s", tt.name, cpu, span, tt.wantCPU, tt.wantSp)
+			t.Errorf("%s: intervalCPU = %v over %v s, want %v over %v s", tt.name, cpu, span, tt.wantCPU, tt.wantSp)
 		}
 	}
 }
@@ -250,7 +250,7 @@ func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
 	cycle(t, mw) // B saturated alone: 10 → 5 on the writer
 	wantWeights(t, w, "writer", 10, 5, 10)
 	for range 3 { // the standby mirrors it and sees no traffic of its own
-		if _, err := mf.Adopt(mw.Snapshot(), nil); err != nil {
+		if _, err := mf.adopt(mw.snapshot(), nil); err != nil {
 			t.Fatal(err)
 		}
 		cycle(t, mf)

@@ -28,7 +28,7 @@ type DestStatus struct {
 	Report        agent.Report  // the agent's reply this cycle (zero if none)
 	AgentDuration time.Duration // how long the agent poll took (0 if none)
 	// CPUSpan is how many seconds of the agent's sampling the CPU input
-	// averages (IntervalCPU); 0 when it is the agent's last window.
+	// averages (intervalCPU); 0 when it is the agent's last window.
 	CPUSpan float64
 	AgentOK time.Time // last good agent reply (zero: none since start)
 
@@ -167,7 +167,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 		if known && m.follower {
 			// Someone changed the weight on this director: the writer
 			// must hear of it (a drain on either director reaches both).
-			m.localEdits = append(m.localEdits, LocalEdit{Key: d.Key, Weight: d.Kernel})
+			m.localEdits = append(m.localEdits, localEdit{Key: d.Key, Weight: d.Kernel})
 		}
 		m.state[d.Key] = res.Record
 		d.Reason = res.Reason
@@ -179,7 +179,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 
 // observe turns the rows' readings into what policy decides from: the
 // connections scheduled since the last cycle (counter deltas) and the CPU
-// busy fraction over the same interval (IntervalCPU).
+// busy fraction over the same interval (intervalCPU).
 func (m *Monitor) observe(rows []destRow) {
 	maxSpan := 2 * m.cfg.Interval.Seconds()
 	for i := range rows {
@@ -192,7 +192,7 @@ func (m *Monitor) observe(rows []destRow) {
 		s.active = d.ActiveConns
 		s.counter, s.counterSet = r.counter, true
 		if d.Polled && d.AgentErr == nil {
-			d.CPU, d.CPUSpan = IntervalCPU(s.cpuTime, d.Report.CPUTime, d.Report.CPU, maxSpan)
+			d.CPU, d.CPUSpan = intervalCPU(s.cpuTime, d.Report.CPUTime, d.Report.CPU, maxSpan)
 			d.Memory, d.Disk, d.Process = d.Report.Memory, d.Report.Disk, d.Report.Processes
 			s.cpuTime = d.Report.CPUTime
 		}

@@ -2,7 +2,7 @@ package monitor
 
 import "lvs-feedback/agent"
 
-// IntervalCPU is the CPU busy fraction a cycle uses for a server: the mean
+// intervalCPU is the CPU busy fraction a cycle uses for a server: the mean
 // over the time since the previous poll, from the agent's running totals
 // (agent.BusyBetween), when they cover at most maxSpan seconds; otherwise
 // (no earlier totals, an agent restart or an old agent without totals, the
@@ -12,7 +12,7 @@ import "lvs-feedback/agent"
 // The connection counts of INPUT and of the capacity estimate are counted
 // over the same interval, so the mean lines the two up; the agent's own
 // window (1 s by default) is a fifth of a 5 s interval and noisier.
-func IntervalCPU(prev, cur *agent.CPUTime, last, maxSpan float64) (cpu, span float64) {
+func intervalCPU(prev, cur *agent.CPUTime, last, maxSpan float64) (cpu, span float64) {
 	busy, ok := agent.BusyBetween(prev, cur)
 	if !ok {
 		return last, 0

@@ -65,7 +65,7 @@ type Monitor struct {
 	// reads, reconciles and gathers but neither decides nor writes, and
 	// collects operator changes made here in localEdits (replicate.go).
 	follower   bool
-	localEdits []LocalEdit
+	localEdits []localEdit
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex

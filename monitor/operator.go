@@ -41,7 +41,7 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 		return fmt.Errorf("drain: %w", err)
 	}
 	if m.follower {
-		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: 0})
+		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: 0})
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if m.follower {
 		// The writer replays the default weight: its reconcile sees an
 		// undrain at the server's default and starts its own slow start.
-		m.localEdits = append(m.localEdits, LocalEdit{Key: key, Weight: d.Record.DefaultWeight(server.Weight)})
+		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: d.Record.DefaultWeight(server.Weight)})
 	}
 	return nil
 }

@@ -182,7 +182,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 		p.node.Observe(msg, now)
 		if p.node.ShouldAdopt(msg, now) {
 			p.outbox.Ack(p.cfg.ID, msg.Acks) // acks first: the snapshot shows those edits
-			local, err := p.m.Adopt(msg.Snapshot, p.outbox.Pending())
+			local, err := p.m.adopt(msg.Snapshot, p.outbox.Pending())
 			if err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
 			}
@@ -191,7 +191,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 			}
 		}
 		for _, e := range p.node.NewEdits(msg) {
-			if err := p.m.ReplayEdit(DestKey(e.Key), e.Weight); err != nil {
+			if err := p.m.replayEdit(DestKey(e.Key), e.Weight); err != nil {
 				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
 			}
 			p.node.Applied(msg.Sender, e.Pos)
@@ -205,7 +205,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 func (p *pair) publish() {
 	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer()}
 	if msg.Writer {
-		msg.Snapshot = p.m.Snapshot()
+		msg.Snapshot = p.m.snapshot()
 		msg.Acks = p.node.Acks()
 	} else {
 		msg.Edits = p.outbox.Pending()

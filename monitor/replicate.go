@@ -3,7 +3,6 @@ package monitor
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
@@ -12,15 +11,15 @@ import (
 
 // The methods in this file let a synchronised group of directors share one
 // desired state (pair.go runs them; docs/director-pair.md explains the
-// protocol). A writer publishes Snapshot; a follower runs its cycle with
-// decide and write switched off, applies the writer's snapshot with Adopt,
+// protocol). A writer publishes snapshot; a follower runs its cycle with
+// decide and write switched off, applies the writer's snapshot with adopt,
 // and hands operator changes made on it to the writer, which replays them
-// with ReplayEdit.
+// with replayEdit.
 
-// Snapshot returns the desired state this director publishes when it
+// snapshot returns the desired state this director publishes when it
 // writes: every configured destination it has a record of, with its
 // ownership record and controller state.
-func (m *Monitor) Snapshot() scheduler.Snapshot {
+func (m *Monitor) snapshot() scheduler.Snapshot {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	now := m.deps.Now()
@@ -43,11 +42,7 @@ func (m *Monitor) Snapshot() scheduler.Snapshot {
 				RestoreWeight:    rec.RestoreWeight,
 			}
 			if mem := m.mem[k]; mem != nil {
-				ps := &mem.policy
-				d.Ctrl, d.CtrlSet = ps.Ctrl, ps.CtrlSet
-				if !ps.RampStart.IsZero() {
-					d.Ramping, d.RampElapsed = true, now.Sub(ps.RampStart)
-				}
+				d.Carried = mem.policy.Carry(now)
 			}
 			snap.Dests = append(snap.Dests, d)
 		}
@@ -55,9 +50,9 @@ func (m *Monitor) Snapshot() scheduler.Snapshot {
 	return snap
 }
 
-// LocalEdit is an operator's change found on a follower: the weight someone
+// localEdit is an operator's change found on a follower: the weight someone
 // set here, to be replayed by the writer.
-type LocalEdit struct {
+type localEdit struct {
 	Key    DestKey
 	Weight int
 }
@@ -72,7 +67,7 @@ func (m *Monitor) setFollower(f bool) {
 // takeLocalEdits returns and forgets the operator changes found on this
 // director since the last call: weights changed by another tool (found by
 // reconcile) and lvsctl drains and undrains.
-func (m *Monitor) takeLocalEdits() []LocalEdit {
+func (m *Monitor) takeLocalEdits() []localEdit {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	e := m.localEdits
@@ -80,13 +75,13 @@ func (m *Monitor) takeLocalEdits() []LocalEdit {
 	return e
 }
 
-// Adopt makes this director's table and records match a writer's snapshot:
+// adopt makes this director's table and records match a writer's snapshot:
 // compare-and-set writes for the weights that differ, then the writer's
 // ownership records and controller state. Destinations with a local edit
 // (pending, or found now because the table no longer holds what this
 // director last wrote) are left alone; the edits found are returned for the
 // writer. Destinations not configured here are ignored.
-func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]LocalEdit, error) {
+func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]localEdit, error) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	var own []scheduler.CurrentWeight
@@ -153,12 +148,7 @@ func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]Lo
 			OverriddenConfig: d.OverriddenConfig,
 			RestoreWeight:    d.RestoreWeight,
 		}
-		ps := &m.memory(k).policy
-		ps.Ctrl, ps.CtrlSet = d.Ctrl, d.CtrlSet
-		ps.RampStart = time.Time{}
-		if d.Ramping {
-			ps.RampStart = now.Add(-d.RampElapsed)
-		}
+		m.memory(k).policy.Resume(d.Carried, now)
 	}
 	if writes > 0 {
 		m.log.Info("applied the writer's weights", "writes", writes)
@@ -166,17 +156,17 @@ func (m *Monitor) Adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]Lo
 	if err := m.saveState(); err != nil {
 		errs = append(errs, err)
 	}
-	local := make([]LocalEdit, 0, len(ch.LocalEdits))
+	local := make([]localEdit, 0, len(ch.LocalEdits))
 	for _, e := range ch.LocalEdits {
-		local = append(local, LocalEdit{Key: DestKey(e.Key), Weight: e.Weight})
+		local = append(local, localEdit{Key: DestKey(e.Key), Weight: e.Weight})
 	}
 	return local, errors.Join(errs...)
 }
 
-// ReplayEdit writes an operator's change made on a follower into this
+// replayEdit writes an operator's change made on a follower into this
 // (the writer's) table, as if the operator had made it here; the next
 // cycle's reconcile classifies it by the usual ownership rules.
-func (m *Monitor) ReplayEdit(k DestKey, weight int) error {
+func (m *Monitor) replayEdit(k DestKey, weight int) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	cur, err := m.kernelWeight(k.Service, k.Dest)

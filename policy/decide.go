@@ -121,6 +121,36 @@ type ServerState struct {
 	Guard     GuardState
 }
 
+// Carried is the part of a server's state a new writer takes over from the
+// one before it; the director-pair replication sends it as it is. The rest
+// of ServerState starts afresh on a new writer, from its own measurements.
+type Carried struct {
+	// Ctrl is the controller's fractional weight, meaningful when CtrlSet.
+	Ctrl    float64
+	CtrlSet bool
+	// Ramping says the server is in slow start, RampElapsed into it.
+	Ramping     bool
+	RampElapsed time.Duration
+}
+
+// Carry returns what a new writer takes over of s at now.
+func (s *ServerState) Carry(now time.Time) Carried {
+	c := Carried{Ctrl: s.Ctrl, CtrlSet: s.CtrlSet}
+	if !s.RampStart.IsZero() {
+		c.Ramping, c.RampElapsed = true, now.Sub(s.RampStart)
+	}
+	return c
+}
+
+// Resume takes over c at now.
+func (s *ServerState) Resume(c Carried, now time.Time) {
+	s.Ctrl, s.CtrlSet = c.Ctrl, c.CtrlSet
+	s.RampStart = time.Time{}
+	if c.Ramping {
+		s.RampStart = now.Add(-c.RampElapsed)
+	}
+}
+
 // ServiceState is what policy remembers about one service between cycles.
 type ServiceState struct {
 	Frozen bool // fail static at the last cycle

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 type simDirector struct {
@@ -97,7 +98,7 @@ func (d *simDirector) reconcile() {
 			if w == 0 {
 				st = StateDrained
 			}
-			d.rec[k] = DestState{Key: k, State: st, Weight: w, DefaultWeight: 10, Ctrl: float64(w), CtrlSet: w > 0}
+			d.rec[k] = DestState{Key: k, State: st, Weight: w, DefaultWeight: 10, Carried: policy.Carried{Ctrl: float64(w), CtrlSet: w > 0}}
 			continue
 		}
 		if w == r.Weight {

@@ -1,4 +1,6 @@
-// Package scheduler makes a pair (or group) of LVS directors behave as one
+// Package scheduler is the directors' synchronisation (the name comes from
+// the product's layout, after the "dual synchronised schedulers" of its
+// design). It makes a pair (or group) of LVS directors behave as one
 // weight controller: the active director replicates its desired state —
 // per service and real server the weight, default weight, ownership and the
 // controller's smoothing state — to its peers, which apply it to their own
@@ -22,7 +24,9 @@
 //     the forwarding of operator edits made on a follower (Outbox);
 //   - epoch.go: the persisted epoch counter.
 //
-// The package does not import the monitor; the monitor converts its own
-// records to and from DestState. docs/director-pair.md describes the
-// protocol, the security model and the keepalived set-up.
+// The package does not import the monitor, and it decides no weight: the
+// monitor converts its ownership records to and from DestState, and the
+// controller's state travels as policy.Carried, as policy defines it.
+// docs/director-pair.md describes the protocol, the security model and the
+// keepalived set-up.
 package scheduler

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 )
 
 // Version is the protocol version this package speaks. A frame of another
@@ -82,14 +83,9 @@ type DestState struct {
 	OverriddenConfig int
 	// RestoreWeight is the weight a Down server gets back.
 	RestoreWeight int
-	// Ctrl is the controller's fractional weight (the smoothing state);
-	// meaningful when CtrlSet.
-	Ctrl    float64
-	CtrlSet bool
-	// Ramping says the server is in slow start, RampElapsed into it when
-	// the message was sent.
-	Ramping     bool
-	RampElapsed time.Duration
+	// Carried is the controller's state a new writer takes over (the
+	// slow-start time as of when the message was sent).
+	policy.Carried
 }
 
 // Snapshot is a full desired state: every destination the sender controls.

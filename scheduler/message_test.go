@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"errors"
+	"lvs-feedback/policy"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -74,8 +75,8 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 		"weight too large": {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
 		"duplicate":        {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},
 		"no dest addr":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: DestKey{Service: svcWeb}, State: StateManaged}}}},
-		"negative ctrl":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Ctrl: -1, CtrlSet: true}}}},
-		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Ramping: true, RampElapsed: -1}}}},
+		"negative ctrl":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ctrl: -1, CtrlSet: true}}}}},
+		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
 		"bad ack peer":     {Sender: "a", Acks: []Ack{{Peer: ""}}},
 		"bad edit weight":  {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
 	}
@@ -95,7 +96,7 @@ func bigSnapshot(n int) Snapshot {
 		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 8080)
 		s.Dests = append(s.Dests, DestState{
 			Key: DestKey{Service: svc, Dest: dst}, State: StateManaged, Weight: 100 + i%50, DefaultWeight: 100,
-			Ctrl: 100.123456789 + float64(i%50), CtrlSet: true,
+			Carried: policy.Carried{Ctrl: 100.123456789 + float64(i%50), CtrlSet: true},
 		})
 	}
 	return s
