@@ -184,7 +184,7 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Expla
 			KernelBefore: d.Decision.Before, Threshold: p.Threshold, Written: d.Outcome.Wrote,
 		}
 		if c := tr.Compare; c != nil {
-			out.Formula.Passes = c.Passes
+			out.Formula.Passes, out.Formula.Overrule = c.Passes, c.Overrule
 		}
 	}
 	return out

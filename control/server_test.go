@@ -248,3 +248,45 @@ func abs(v float64) float64 {
 	}
 	return v
 }
+
+// TestExplainAfterAnEditBetweenCycles: after an ipvsadm edit between
+// cycles, explain compares the formula's result with the weight the cycle
+// read — not the weight the previous cycle wrote — and its threshold line
+// agrees with the decision.
+func TestExplainAfterAnEditBetweenCycles(t *testing.T) {
+	r := controltest.New(t, "")
+	r.Agents.Set(controltest.A, controltest.Load{CPU: 0.1, Memory: 0.1, Disk: 0.1, Processes: 0.1})
+	r.Cycle()
+	r.Cycle()
+	before := r.Weight(controltest.A)
+	if err := r.Table.SetWeight(controltest.Service, controltest.A, before, 4); err != nil { // ipvsadm -e … -w 4
+		t.Fatal(err)
+	}
+	r.Agents.Set(controltest.A, controltest.Load{CPU: 1, Memory: 1, Disk: 1, Processes: 1})
+	rep := r.Cycle()
+	c := api.NewClient(r.Socket, 5*time.Second)
+	e, err := c.Explain(context.Background(), "192.0.2.10:80/tcp", "198.51.100.11:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrote bool
+	for _, d := range rep.Dests {
+		if d.Key.Dest == controltest.A {
+			wrote = d.Outcome.Wrote
+		}
+	}
+	f := e.Formula
+	if f == nil {
+		t.Fatalf("no formula in %+v (weight before the edit %d)", e, before)
+	}
+	if f.KernelBefore != 4 || f.Before != 4 {
+		t.Errorf("compared with kernel %d (controller from %v), want the 4 the cycle read (the previous cycle wrote %d)", f.KernelBefore, f.Before, before)
+	}
+	if wrote != (f.Passes || f.Overrule != "") || wrote != strings.HasPrefix(e.Decision, "written") || f.Next != r.Weight(controltest.A) {
+		t.Errorf("threshold line (passes %v, overrule %q, next %d) disagrees with the decision %q (wrote %v, kernel %d)",
+			f.Passes, f.Overrule, f.Next, e.Decision, wrote, r.Weight(controltest.A))
+	}
+	if !wrote {
+		t.Errorf("a load far above the target from 4 wrote nothing: %q", e.Decision)
+	}
+}

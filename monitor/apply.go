@@ -106,7 +106,7 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 		if d.OnWrite.StartRamp {
 			st.RampStart = m.deps.Now()
 		}
-		m.logChange("weight changed", c.key, d)
+		m.logChange(changeMessage(d.Kind), c.key, d)
 		return nil
 	case errors.Is(err, ipvs.ErrWeightChanged):
 		m.deps.Metrics.writeError(writeErrChanged)
@@ -157,9 +157,31 @@ func (m *Monitor) applyOne(key DestKey, d *policy.Decision) (Outcome, error) {
 	return out, nil
 }
 
+// changeMessage is the log message of a written decision, by kind: one
+// message per kind of change, so that a log reader (and the kernel tests)
+// can tell the monitor's own decisions from an operator's request and a
+// follower taking its writer's weights.
+func changeMessage(k policy.Kind) string {
+	switch k {
+	case policy.KindOperator:
+		return "operator request (lvsctl)"
+	case policy.KindMirror:
+		return "weight taken from the writer"
+	case policy.KindReplay:
+		return "operator change made on another director replayed here"
+	}
+	return "weight changed"
+}
+
 // logChange logs one weight change: old → new, why, and the load breakdown.
+// A follower taking its writer's weights logs at debug level (adopt sums
+// them up in one line).
 func (m *Monitor) logChange(msg string, key DestKey, d *policy.Decision) {
-	if !m.log.Enabled(context.Background(), slog.LevelInfo) {
+	level := slog.LevelInfo
+	if d.Kind == policy.KindMirror {
+		level = slog.LevelDebug
+	}
+	if !m.log.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := []any{"service", key.Service, "server", key.Dest, "old", d.Before, "new", d.To, "reason", d.Reason}
@@ -168,7 +190,7 @@ func (m *Monitor) logChange(msg string, key DestKey, d *policy.Decision) {
 		attrs = append(attrs, "load", round3(tr.Load), "input", round3(in.Input), "cpu", round3(in.CPU), "memory", round3(in.Memory),
 			"disk", round3(in.Disk), "response", round3(in.Response), "process", round3(in.Process))
 	}
-	m.log.Info(msg, attrs...)
+	m.log.Log(context.Background(), level, msg, attrs...)
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -320,14 +320,20 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 		return
 	}
 	to := rampWeight(st.Ctrl, ramp, p.Min)
-	cmp := Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", p.Band*100), Passes: PassesBand(o.Kernel, to, p.Band)}
-	d.Trace.Compare = &cmp
-	ramping := ramp < 1 && to != o.Kernel
+	cmp := &Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", p.Band*100), Passes: PassesBand(o.Kernel, to, p.Band)}
+	d.Trace.Compare = cmp
 	def := o.Record.DefaultWeight(o.Configured)
-	// Anchored, back to the default weight is always written (the
-	// hysteresis of AnchoredWeight keeps it from flapping).
-	back := p.Anchor > 0 && int(st.Ctrl) == def && to != o.Kernel
-	if o.Kernel >= p.Min && !ramping && !back && !cmp.Passes {
+	switch {
+	case cmp.Passes:
+	case o.Kernel < p.Min:
+		cmp.Overrule = fmt.Sprintf("the kernel weight %d is below min %d", o.Kernel, p.Min)
+	case ramp < 1 && to != o.Kernel:
+		cmp.Overrule = "a slow-start step"
+	case p.Anchor > 0 && int(st.Ctrl) == def && to != o.Kernel:
+		// Anchored, back to the default weight is always written (the
+		// hysteresis of AnchoredWeight keeps it from flapping).
+		cmp.Overrule = "back to the default weight"
+	default:
 		return
 	}
 	var reason string

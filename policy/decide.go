@@ -107,6 +107,9 @@ type Comparison struct {
 	// Rule is the test in words ("threshold 1", "band 20%").
 	Rule   string
 	Passes bool
+	// Overrule says why the candidate is written although it does not
+	// pass ("a slow-start step"); empty when the test decided.
+	Overrule string
 }
 
 // ServerState is what policy remembers about one server between cycles.

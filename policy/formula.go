@@ -81,12 +81,18 @@ func (lvsFormula) Step(p WeightParams, o *Observed, st *ServerState, ramp float6
 	f.After = st.Ctrl
 	f.Next = rampWeight(st.Ctrl, ramp, p.Min)
 	d.Trace.Formula = &f
-	cmp := Comparison{Kernel: o.Kernel, Next: f.Next, Rule: fmt.Sprintf("threshold %d", p.Threshold),
+	d.Trace.Compare = &Comparison{Kernel: o.Kernel, Next: f.Next, Rule: fmt.Sprintf("threshold %d", p.Threshold),
 		Passes: PassesThreshold(o.Kernel, f.Next, p.Threshold)}
-	d.Trace.Compare = &cmp
+	cmp := d.Trace.Compare
 	outOfBounds := o.Kernel < p.Min || float64(o.Kernel) > f.Max
 	ramping := ramp < 1 && f.Next != o.Kernel
-	if !outOfBounds && !ramping && !cmp.Passes {
+	switch {
+	case cmp.Passes:
+	case outOfBounds:
+		cmp.Overrule = fmt.Sprintf("the kernel weight %d is outside [min %d, max %g]", o.Kernel, p.Min, f.Max)
+	case ramping:
+		cmp.Overrule = "a slow-start step"
+	default:
 		return
 	}
 	propose(d, f.Next, fmt.Sprintf("load %.3f", load), ramp)

@@ -163,7 +163,7 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 	d.To, d.Write = to, true
 	d.Record = DestRecord{State: Managed, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
 	d.RecordChanged = true
-	d.Reason = fmt.Sprintf("undrained by operator (lvsctl): default weight %d", def)
+	d.Reason = fmt.Sprintf("undrained by operator (lvsctl) to default weight %d", def)
 	d.OnWrite = Commit{SetCtrl: true, Ctrl: float64(def), StartRamp: to != def}
 	return d
 }

@@ -586,7 +586,11 @@ func printExplanation(w io.Writer, e api.Explanation, loc *time.Location) {
 			if f.Passes {
 				verdict = "more than"
 			}
-			fmt.Fprintf(w, "threshold  kernel %d → %d: |%d| is %s the threshold %d\n", f.KernelBefore, f.Next, f.Next-f.KernelBefore, verdict, f.Threshold)
+			line := fmt.Sprintf("threshold  kernel %d → %d: |%d| is %s the threshold %d", f.KernelBefore, f.Next, f.Next-f.KernelBefore, verdict, f.Threshold)
+			if f.Overrule != "" {
+				line += "; to be written all the same: " + f.Overrule
+			}
+			fmt.Fprintln(w, line)
 		} else {
 			fmt.Fprintf(w, "threshold  %d (the kernel weight before the write is not known to this lvs-monitor)\n", f.Threshold)
 		}

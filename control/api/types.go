@@ -272,14 +272,18 @@ type Formula struct {
 	After  float64 `json:"after"` // raw bounded to [min, max]: the controller weight kept
 	Ramp   float64 `json:"ramp"`  // slow-start factor, 1 when not ramping
 	Next   int     `json:"next"`  // max(min, round(after × ramp)): the candidate weight
-	// KernelBefore is the kernel weight the candidate was compared with,
-	// -1 when unknown (the daemon keeps it only from one cycle to the
-	// next); Threshold the configured threshold; Passes says
+	// KernelBefore is the kernel weight the candidate was compared with:
+	// the weight the cycle read (-1 from daemons that did not record it);
+	// Threshold the configured threshold; Passes says
 	// |next − kernel| > threshold.
 	KernelBefore int  `json:"kernel_before"`
 	Threshold    int  `json:"threshold"`
 	Passes       bool `json:"passes"`
-	Written      bool `json:"written"`
+	// Overrule says why the candidate was to be written although it does
+	// not pass the threshold (a slow-start step, a kernel weight outside
+	// [min, max]); empty when the threshold decided.
+	Overrule string `json:"overrule,omitempty"`
+	Written  bool   `json:"written"`
 }
 
 // Error is the body of every failed reply.
