@@ -223,7 +223,8 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		}
 		if tr.Event != GuardNone || gs.Holding() {
 			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
-			d.Trace.Guard = &tr
+			kept := tr // only these escape to the heap
+			d.Trace.Guard = &kept
 		}
 	}
 	return offForHashing
