@@ -116,8 +116,7 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 	writes := 0
 	for _, w := range ch.Writes {
 		k := DestKey(w.Key)
-		d := policy.Write(policy.KindMirror, w.From, w.To, m.state[k], "the writer's weight")
-		d.Record, d.RecordChanged = m.state[k], false // the writer's record is taken below
+		d := policy.Write(policy.KindMirror, w.From, w.To, m.state[k], "the writer's weight") // its record is taken below
 		switch out, err := m.applyOne(k, &d); {
 		case out.Wrote:
 			writes++
@@ -176,10 +175,7 @@ func (m *Monitor) replayEdit(k DestKey, weight int) error {
 	if cur == weight {
 		return nil
 	}
-	// The record stays: the weight is the operator's, and the next cycle's
-	// reconcile finds it.
 	d := policy.Write(policy.KindReplay, cur, weight, m.state[k], "operator change made on another director")
-	d.Record, d.RecordChanged = m.state[k], false
 	if _, err := m.applyOne(k, &d); err != nil {
 		return fmt.Errorf("replay operator edit → %d: %w", weight, err)
 	}

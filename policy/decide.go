@@ -55,13 +55,13 @@ func NewDecision(kind Kind, before int, rec DestRecord) Decision {
 	return Decision{Kind: kind, Before: before, To: before, Record: rec, Trace: Trace{Load: math.NaN(), Ramp: 1}}
 }
 
-// Write returns a decision of kind to write to over before, with rec's
-// Written set to it, for a reason.
+// Write returns a decision of kind to write to over before, for a reason,
+// that leaves the ownership record rec as it is: a follower taking its
+// writer's weight (the writer's record comes with it) or a writer
+// replaying an operator's edit (the next cycle's reconcile classifies it).
 func Write(kind Kind, before, to int, rec DestRecord, reason string) Decision {
 	d := NewDecision(kind, before, rec)
 	d.Write, d.To, d.Reason = before != to, to, reason
-	d.Record.Written = to
-	d.RecordChanged = true
 	return d
 }
 
