@@ -11,7 +11,7 @@ help:
 	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
-	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, ~8 min)"
+	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, about 4 min)"
 	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
 	@echo "make fuzz         run each fuzz target for FUZZTIME (default 20s)"
 	@echo "make loadtest     2,000 real agents on loopback, polled every 2 s for 5 minutes"
