@@ -56,6 +56,7 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 		return // stopped: the failures are ours; Cycle decides nothing
 	}
 	var started, recovered []*destRow
+	now := m.deps.Now()
 	for i := range rows {
 		r := &rows[i]
 		if !r.st.Polled {
@@ -73,13 +74,13 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 		}
 		r.seen.agentFailing = failing
 		if !failing {
-			r.seen.agentOK = m.deps.Now()
+			r.seen.agentOK = now
 		} else {
 			last := r.seen.agentOK
 			if last.IsZero() {
 				last = m.started
 			}
-			r.st.AgentStale = m.deps.Now().Sub(last) > m.cfg.Availability.AgentExpiry
+			r.st.AgentStale = now.Sub(last) > m.cfg.Availability.AgentExpiry
 		}
 	}
 	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
