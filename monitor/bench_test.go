@@ -21,39 +21,62 @@ import (
 // every weight by about 5 every cycle: every weight is written.
 func benchRig(b *testing.B, services, servers int, steady bool) (*Monitor, *stubAgents) {
 	b.Helper()
+	weight := "[weight]\ncontroller = \"lvs\"\nthreshold = 0\n"
+	load := 0.0
+	if steady {
+		weight, load = "", 0.95
+	}
+	table := ipvs.NewMem()
+	cfg, _, addrs := benchTable(b, table, services, servers, weight)
+	agents := &stubAgents{reports: map[string]agent.Report{}}
+	for _, svc := range addrs {
+		for _, rs := range svc {
+			agents.set(agentOf(rs), load)
+		}
+	}
+	return benchMonitor(b, cfg, table, agents), agents
+}
+
+// benchTable adds services×servers destinations (wrr, weight 10) to table
+// and returns a configuration for them — CPU the only input, weightTOML
+// added — with the services' keys and their servers.
+func benchTable(b *testing.B, table ipvs.Admin, services, servers int, weightTOML string) (Config, []ipvs.ServiceKey, [][]netip.AddrPort) {
+	b.Helper()
 	var conf strings.Builder
 	conf.WriteString("interval = \"5s\"\nstate_dir = \"" + b.TempDir() + "\"\n")
 	conf.WriteString("[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n")
-	if !steady {
-		conf.WriteString("[weight]\ncontroller = \"lvs\"\nthreshold = 0\n")
-	}
-	table := ipvs.NewMem()
-	agents := &stubAgents{reports: map[string]agent.Report{}}
-	for s := range services {
-		vip := netip.AddrFrom4([4]byte{192, 0, 2, byte(s)})
-		key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.AddrPortFrom(vip, 80)}
+	conf.WriteString(weightTOML)
+	var keys []ipvs.ServiceKey
+	var addrs [][]netip.AddrPort
+	for s := 1; s <= services; s++ {
+		key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(s)}), 80)}
 		if err := table.AddService(key, "wrr"); err != nil {
 			b.Fatal(err)
 		}
+		keys = append(keys, key)
 		fmt.Fprintf(&conf, "[[service]]\naddress = %q\n", key.String())
-		for i := range servers {
-			rip := netip.AddrFrom4([4]byte{10, byte(s), byte(i >> 8), byte(i)})
-			rs := netip.AddrPortFrom(rip, 80)
+		var svc []netip.AddrPort
+		for i := 1; i <= servers; i++ {
+			rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(s), byte(i >> 8), byte(i)}), 80)
 			if err := table.AddDestination(key, rs, 10); err != nil {
 				b.Fatal(err)
 			}
 			fmt.Fprintf(&conf, "[[service.server]]\naddress = %q\nweight = 10\n", rs.String())
-			if steady {
-				agents.set(agentOf(rs), 0.95)
-			} else {
-				agents.set(agentOf(rs), 0)
-			}
+			svc = append(svc, rs)
 		}
+		addrs = append(addrs, svc)
 	}
 	cfg, err := ParseConfig("bench.toml", []byte(conf.String()))
 	if err != nil {
 		b.Fatal(err)
 	}
+	return cfg, keys, addrs
+}
+
+// benchMonitor returns a monitor for cfg over table with stub probes, after
+// one cycle that adopts every destination.
+func benchMonitor(b *testing.B, cfg Config, table ipvs.Table, agents *stubAgents) *Monitor {
+	b.Helper()
 	store, err := NewFileStore(cfg.StateDir)
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +88,7 @@ func benchRig(b *testing.B, services, servers int, steady bool) (*Monitor, *stub
 	if _, err := m.Cycle(context.Background()); err != nil { // adopt everything once
 		b.Fatal(err)
 	}
-	return m, agents
+	return m
 }
 
 // processCPU returns the user+system CPU time this process has used.

@@ -4,10 +4,9 @@ package monitor
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
-	"strings"
+
 	"testing"
 	"time"
 
@@ -30,10 +29,10 @@ type kernelRig struct {
 }
 
 // newKernelRig fills table, which must be empty (the benchmark never
-// touches a table it did not build), and removes what it added when b ends. The "lvs" controller with threshold 0
-// and the CPU as the only input makes the loads decide every write: at the
-// target (0.95) nothing moves; alternating far from it, every weight moves
-// every cycle.
+// touches a table it did not build), and removes what it added when b
+// ends. The "lvs" controller with threshold 0 and the CPU as the only input
+// makes the loads decide every write: at the target (0.95) nothing moves;
+// alternating far from it, every weight moves every cycle.
 func newKernelRig(b *testing.B, table ipvs.Admin, services, servers int) *kernelRig {
 	b.Helper()
 	if svcs, err := table.Services(); err != nil || len(svcs) != 0 {
@@ -47,44 +46,10 @@ func newKernelRig(b *testing.B, table ipvs.Admin, services, servers int) *kernel
 			}
 		}
 	})
-	var conf strings.Builder
-	conf.WriteString("interval = \"5s\"\nstate_dir = \"" + b.TempDir() + "\"\n")
-	conf.WriteString("[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n")
-	conf.WriteString("[weight]\ncontroller = \"lvs\"\nthreshold = 0\n")
-	for s := 1; s <= services; s++ {
-		key := ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(s)}), 80)}
-		if err := table.AddService(key, "wrr"); err != nil {
-			b.Fatal(err)
-		}
-		r.keys = append(r.keys, key)
-		fmt.Fprintf(&conf, "[[service]]\naddress = %q\n", key.String())
-		var addrs []netip.AddrPort
-		for i := 1; i <= servers; i++ {
-			rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(s), byte(i >> 8), byte(i)}), 80)
-			if err := table.AddDestination(key, rs, 10); err != nil {
-				b.Fatal(err)
-			}
-			fmt.Fprintf(&conf, "[[service.server]]\naddress = %q\nweight = 10\n", rs.String())
-			addrs = append(addrs, rs)
-		}
-		r.addrs = append(r.addrs, addrs)
-	}
-	cfg, err := ParseConfig("kernelbench.toml", []byte(conf.String()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	store, err := NewFileStore(cfg.StateDir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.m, err = New(cfg, Deps{Table: table, Agents: r.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	var cfg Config
+	cfg, r.keys, r.addrs = benchTable(b, table, services, servers, "[weight]\ncontroller = \"lvs\"\nthreshold = 0\n")
 	r.setLoads(func(int) float64 { return 0.95 })
-	if _, err := r.m.Cycle(context.Background()); err != nil { // adopt everything once
-		b.Fatal(err)
-	}
+	r.m = benchMonitor(b, cfg, table, r.agents)
 	return r
 }
 
