@@ -1,12 +1,16 @@
 package monitor
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -97,5 +101,78 @@ func TestRecordShowsTheWeightAsRead(t *testing.T) {
 	must(t, err)
 	if !strings.HasPrefix(e.Decision, "written: load 1.950") {
 		t.Errorf("explain: %q", e.Decision)
+	}
+}
+
+// TestDrainSurvivesARebuiltTable: a drained server stays drained when the
+// table is built anew with it at its configured weight — after a restart
+// of the monitor (its connection counter went back), while the monitor
+// runs (the service was missing for a cycle), and when a health checker
+// removes and re-adds it — and the log says why; an operator's undrain of
+// the live destination afterwards is still an undrain.
+func TestDrainSurvivesARebuiltTable(t *testing.T) {
+	r := newRig(t)
+	var logs strings.Builder
+	m := r.monitor(false)
+	must(t, r.table.AddConnections(svcKey, rsB, 500))
+	cycle(t, m)
+	r.operatorSets(rsB, 0) // ipvsadm -e … -w 0
+	cycle(t, m)
+
+	build := func() { // as the configuration management (or keepalived) would
+		must(t, r.table.AddService(svcKey, "wrr"))
+		for _, rs := range []netip.AddrPort{rsA, rsB, rsC, rsX} {
+			must(t, r.table.AddDestination(svcKey, rs, 10))
+		}
+	}
+	wantDrained := func(what string, m *Monitor) {
+		t.Helper()
+		for range 3 {
+			cycle(t, m)
+			if w := r.weight(rsB); w != 0 {
+				t.Fatalf("%s: drained B at %d", what, w)
+			}
+		}
+		if st := m.Status().LastCycle; statusOf(t, st, rsB).State != policy.DrainedByOperator {
+			t.Fatalf("%s: B is %s", what, statusOf(t, st, rsB).State)
+		}
+	}
+
+	// The monitor stops; the table is rebuilt (ipvsadm -C, then the
+	// services again); a new monitor starts.
+	must(t, r.table.RemoveService(svcKey))
+	build()
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	m2, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
+	must(t, err)
+	wantDrained("restart over a rebuilt table", m2)
+	if !strings.Contains(logs.String(), "connection counter went back from 500 to 0") {
+		t.Errorf("the log does not say why the drain was kept:\n%s", logs.String())
+	}
+
+	// While the monitor runs: the service is gone for a cycle, then back.
+	must(t, r.table.RemoveService(svcKey))
+	if _, err := m2.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	build()
+	wantDrained("service missing for a cycle", m2)
+
+	// A health checker removes and re-adds the server.
+	must(t, r.table.RemoveDestination(svcKey, rsB))
+	cycle(t, m2)
+	must(t, r.table.AddDestination(svcKey, rsB, 10))
+	wantDrained("removed and re-added", m2)
+	if !strings.Contains(logs.String(), "it was missing from the table") {
+		t.Errorf("the log does not say the destination was missing:\n%s", logs.String())
+	}
+
+	// The operator undrains the live destination: that is an undrain.
+	r.operatorSets(rsB, 10)
+	cycle(t, m2)
+	if st := statusOf(t, m2.Status().LastCycle, rsB); st.State != policy.Managed || r.weight(rsB) == 0 {
+		t.Errorf("undrain after a rebuild: B is %s at %d", st.State, r.weight(rsB))
 	}
 }

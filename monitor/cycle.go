@@ -56,12 +56,12 @@ type CycleReport struct {
 // destRow carries one configured destination through a cycle; its
 // findings go into st, the destination's entry in the cycle's report.
 type destRow struct {
-	st      *DestStatus
-	svc     *ServiceConfig
-	server  *ServerConfig
-	counter uint32 // the kernel's connection counter as read
-	seen    *observed
-	state   *policy.ServerState
+	st     *DestStatus
+	svc    *ServiceConfig
+	server *ServerConfig
+	table  policy.TableEntry // what the table showed
+	seen   *observed
+	state  *policy.ServerState
 }
 
 // Cycle runs one pass of the pipeline:
@@ -115,6 +115,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 		table, err := m.deps.Table.Destinations(svc.Key)
 		if err != nil {
 			if errors.Is(err, ipvs.ErrNotFound) {
+				m.markMissing(i, -1)
 				m.noteOnce("nosvc "+svc.Key.String(), slog.LevelWarn, "configured service not in the IPVS table; skipped until it appears", "service", svc.Key)
 			} else {
 				m.log.Error("read IPVS table", "service", svc.Key, "error", err)
@@ -129,6 +130,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			rs := &svc.Servers[j]
 			di, ok := byAddr[rs.Addr]
 			if !ok {
+				m.markMissing(i, j)
 				m.noteOnce("nodst "+svc.Key.String()+rs.Addr.String(), slog.LevelWarn, "configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
 				continue
 			}
@@ -138,7 +140,10 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
 				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, NewConns: -1}})
 			mem := m.memoryAt(i, j, key)
-			rows = append(rows, destRow{svc: svc, server: rs, counter: k.Connections, seen: &mem.seen, state: &mem.policy})
+			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy,
+				table: policy.TableEntry{Weight: k.Weight, Counter: k.Connections,
+					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
+			mem.seen.missing = false
 		}
 		for addr := range byAddr {
 			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
@@ -158,13 +163,13 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 	for i := range rows {
 		d := rows[i].st
 		rec, known := m.state[d.Key]
-		res := policy.ReconcileServer(rec, known, d.Kernel, d.Configured, rows[i].state, now)
+		res := policy.ReconcileServer(rec, known, rows[i].table, d.Configured, rows[i].state, now)
 		d.Record = res.Record
 		if !res.Changed {
 			continue
 		}
 		changed = true
-		if known && m.follower {
+		if known && m.follower && !res.Anew {
 			// Someone changed the weight on this director: the writer
 			// must hear of it (a drain on either director reaches both).
 			m.localEdits = append(m.localEdits, localEdit{Key: d.Key, Weight: d.Kernel})
@@ -185,12 +190,13 @@ func (m *Monitor) observe(rows []destRow) {
 	for i := range rows {
 		r := &rows[i]
 		s, d := r.seen, r.st
-		if s.counterSet {
-			d.NewConns = int64(ipvs.ConnectionDelta(s.counter, r.counter))
+		d.Counter = r.table.Counter
+		if s.counterSet && !r.table.Missing {
+			d.NewConns = int64(ipvs.ConnectionDelta(s.counter, d.Counter))
 			d.ActiveDelta = d.ActiveConns - s.active
 		}
 		s.active = d.ActiveConns
-		s.counter, s.counterSet = r.counter, true
+		s.counter, s.counterSet = d.Counter, true
 		if d.Polled && d.AgentErr == nil {
 			d.CPU, d.CPUSpan = intervalCPU(s.cpuTime, d.Report.CPUTime, d.Report.CPU, maxSpan)
 			d.Memory, d.Disk, d.Process = d.Report.Memory, d.Report.Disk, d.Report.Processes

@@ -144,7 +144,10 @@ type destMemory struct {
 type observed struct {
 	counter    uint32 // last reading of the connection counter
 	counterSet bool
-	active     int // active connections at the last reading
+	// missing: the destination, or its service, was not in the table at a
+	// read since the last one that found it (it will be created anew).
+	missing bool
+	active  int // active connections at the last reading
 
 	agentOK      time.Time      // last good agent reply
 	agentFailing bool           // the last poll failed

@@ -28,7 +28,7 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	cur, err := m.kernelWeight(svc, dst)
+	cur, err := m.tableEntry(svc, dst)
 	if err != nil {
 		return err
 	}
@@ -201,16 +201,22 @@ func (m *Monitor) configured(svc ipvs.ServiceKey, dst netip.AddrPort) (DestKey, 
 
 // kernelWeight reads one destination's weight from the table.
 func (m *Monitor) kernelWeight(svc ipvs.ServiceKey, dst netip.AddrPort) (int, error) {
+	t, err := m.tableEntry(svc, dst)
+	return t.Weight, err
+}
+
+// tableEntry reads one destination's weight and counter from the table.
+func (m *Monitor) tableEntry(svc ipvs.ServiceKey, dst netip.AddrPort) (policy.TableEntry, error) {
 	dests, err := m.deps.Table.Destinations(svc)
 	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", svc, err)
+		return policy.TableEntry{}, fmt.Errorf("read %s: %w", svc, err)
 	}
 	for _, d := range dests {
 		if d.Addr == dst {
-			return d.Weight, nil
+			return policy.TableEntry{Weight: d.Weight, Counter: d.Connections}, nil
 		}
 	}
-	return 0, fmt.Errorf("%s %s: %w", svc, dst, ipvs.ErrNotFound)
+	return policy.TableEntry{}, fmt.Errorf("%s %s: %w", svc, dst, ipvs.ErrNotFound)
 }
 
 // memory returns what the monitor remembers of a destination, creating it.
@@ -237,6 +243,18 @@ func (m *Monitor) memoryAt(i, j int, key DestKey) *destMemory {
 		m.byConfig[i][j] = mem
 	}
 	return mem
+}
+
+// markMissing notes that the configuration's server j of service i (every
+// server of the service, for j < 0) is not in the table: when it appears
+// again it was created anew.
+func (m *Monitor) markMissing(i, j int) {
+	svc := &m.cfg.Services[i]
+	for k := range svc.Servers {
+		if j < 0 || k == j {
+			m.memoryAt(i, k, DestKey{Service: svc.Key, Dest: svc.Servers[k].Addr}).seen.missing = true
+		}
+	}
 }
 
 // serviceState returns what policy remembers of a service, creating it.

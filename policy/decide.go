@@ -168,6 +168,7 @@ type Observed struct {
 	Record      DestRecord // ownership, after ReconcileServer
 	Configured  int        // the configured default weight
 	Kernel      int        // the kernel's weight as read
+	Counter     uint32     // the kernel's connection counter as read
 	ActiveConns int        // active connections
 	// NewConns is the connections scheduled to the server in the interval,
 	// -1 when unknown (no earlier reading); ActiveDelta the growth of its
@@ -329,6 +330,9 @@ func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, 
 			st.RampStart = time.Time{}
 		}
 	}
+	if keepDrain(o, d) {
+		return
+	}
 	if frozen || o.Record.State == DrainedByOperator {
 		tr.Frozen = frozen
 		return
@@ -337,6 +341,19 @@ func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, 
 		tr.Ramp = SlowStartFactor(0, av.SlowStart, av.SlowStartFloor) // coming back: the ramp starts now
 	}
 	e.step(o, st, d, tr.Ramp)
+}
+
+// keepDrain writes 0 back for a drained destination the table holds at
+// another weight: Reconcile found it created anew at its creator's weight,
+// and the drain stands (frozen service or not, in a cycle or a backlog
+// check). It reports whether it did.
+func keepDrain(o *Observed, d *Decision) bool {
+	if o.Record.State != DrainedByOperator || o.Kernel == 0 {
+		return false
+	}
+	d.Write, d.To = true, 0
+	d.Reason = fmt.Sprintf("drained by the operator, created anew at weight %d: back to 0", o.Kernel)
+	return true
 }
 
 // step is decide for a server that is neither drained nor frozen, at

@@ -150,11 +150,14 @@ type GuardTrace struct {
 }
 
 // Check runs one backlog check between cycles on a service whose servers
-// were read from the table (only Record, Configured, Kernel and Active of
-// obs are used): backlogged servers are cut and held, starved ones raised.
+// were read from the table (only Record, Configured, Kernel and
+// ActiveConns of their observations are used): backlogged servers are cut
+// and held, starved ones raised; and a drain found on a destination
+// created anew is written back at once, as a cycle would.
 func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
 	for _, sv := range servers {
 		*sv.Out = NewDecision(KindGuard, sv.Obs.Kernel, sv.Obs.Record)
+		keepDrain(sv.Obs, sv.Out)
 	}
 	e.guard(s, st, servers, false)
 }

@@ -39,6 +39,23 @@ type DestRecord struct {
 	OverriddenConfig int `json:"overridden_config,omitempty"`
 	// RestoreWeight is the weight to give back when a Down server answers.
 	RestoreWeight int `json:"restore_weight,omitempty"`
+	// Counter is the destination's connection counter when it left
+	// rotation (drained or down). A destination out of rotation is sent no
+	// new connection, so a lower counter later means it was created anew:
+	// the table was rebuilt while the monitor was not looking.
+	Counter uint32 `json:"counter,omitempty"`
+}
+
+// TableEntry is what the IPVS table showed of a destination at one read.
+type TableEntry struct {
+	Weight int
+	// Counter is the destination's cumulative connection counter.
+	Counter uint32
+	// Missing: the monitor saw the destination, or its service, missing
+	// from the table since its previous read, or its counter go back. Either
+	// way it was created anew (a rebuilt table, a health checker's remove
+	// and re-add), and its weight is its creator's, not an operator's edit.
+	Missing bool
 }
 
 // DefaultWeight returns the destination's effective default weight given
@@ -55,13 +72,21 @@ type Reconciliation struct {
 	Record  DestRecord
 	Changed bool   // the record differs from the one passed in
 	Reason  string // why, for the log; empty when nothing happened
+	// Anew: the destination was created anew; its weight is not an edit
+	// of anyone's (a follower does not pass it on to the writer).
+	Anew bool
 }
 
-// Reconcile compares the kernel's weight with what the daemon knows and
+// Reconcile compares the table's weight with what the daemon knows and
 // applies the ownership rules:
 //
 //   - a destination never seen before is adopted as managed at its kernel
 //     weight, unless that weight is 0: an unexplained 0 is an operator drain;
+//   - a destination created anew (a rebuilt table: its counter went back
+//     below the one recorded when it left rotation, or the monitor saw it
+//     missing) keeps its record: a drain or a down mark stands, and its
+//     weight goes back to 0 (the cycle's decision writes it); a managed one
+//     is adopted at its new weight without becoming a new default;
 //   - a kernel weight that differs from the one the daemon wrote was set by
 //     someone else: 0 means drained by the operator, any other value becomes
 //     the destination's new default weight (and it is managed again);
@@ -69,11 +94,12 @@ type Reconciliation struct {
 //
 // known is false when the daemon has no record of the destination (new, or
 // the state file was missing or corrupt).
-func Reconcile(rec DestRecord, known bool, kernelWeight, configuredDefault int) Reconciliation {
+func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int) Reconciliation {
+	kernelWeight := t.Weight
 	if !known {
 		if kernelWeight == 0 {
 			return Reconciliation{
-				Record:  DestRecord{State: DrainedByOperator},
+				Record:  DestRecord{State: DrainedByOperator, Counter: t.Counter},
 				Changed: true,
 				Reason:  "weight 0 not set by lvs-monitor: treated as an operator drain",
 			}
@@ -90,10 +116,21 @@ func Reconcile(rec DestRecord, known bool, kernelWeight, configuredDefault int) 
 	if rec.State != Managed && kernelWeight == 0 {
 		return Reconciliation{Record: rec}
 	}
+	if why := anew(rec, t); why != "" {
+		kept := rec
+		if rec.State != Managed {
+			kept.Counter = t.Counter // from now on, an undrain of this destination is an edit
+			return Reconciliation{Record: kept, Changed: true, Anew: true,
+				Reason: fmt.Sprintf("created anew at weight %d (%s): still %s, its weight goes back to 0", kernelWeight, why, rec.State)}
+		}
+		kept.Written = kernelWeight
+		return Reconciliation{Record: kept, Changed: true, Anew: true,
+			Reason: fmt.Sprintf("created anew at weight %d (%s): adopted at it, its default weight unchanged", kernelWeight, why)}
+	}
 	// Someone else wrote the weight.
 	if kernelWeight == 0 {
 		return Reconciliation{
-			Record:  DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig},
+			Record:  DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter},
 			Changed: true,
 			Reason:  fmt.Sprintf("weight set to 0 by another tool (lvs-monitor wrote %d): drained by operator", rec.Written),
 		}
@@ -117,21 +154,34 @@ func Reconcile(rec DestRecord, known bool, kernelWeight, configuredDefault int) 
 	}
 }
 
+// anew says why a destination was created anew since rec was made, or ""
+// when it was not.
+func anew(rec DestRecord, t TableEntry) string {
+	switch {
+	case t.Missing:
+		return "it was missing from the table"
+	case rec.State != Managed && t.Counter < rec.Counter:
+		return fmt.Sprintf("its connection counter went back from %d to %d", rec.Counter, t.Counter)
+	}
+	return ""
+}
+
 // ReconcileServer applies Reconcile to a server and to what policy
 // remembers of it: the controller starts from the kernel weight the first
 // time it sees the server or when someone else set the weight, and a
-// server an operator puts back into rotation starts slow start at now.
-func ReconcileServer(rec DestRecord, known bool, kernelWeight, configuredDefault int, st *ServerState, now time.Time) Reconciliation {
-	res := Reconcile(rec, known, kernelWeight, configuredDefault)
+// server put back into rotation — by an operator, or created anew — starts
+// slow start at now.
+func ReconcileServer(rec DestRecord, known bool, t TableEntry, configuredDefault int, st *ServerState, now time.Time) Reconciliation {
+	res := Reconcile(rec, known, t, configuredDefault)
 	if !res.Changed {
 		if !st.CtrlSet {
-			st.Ctrl, st.CtrlSet = float64(kernelWeight), true
+			st.Ctrl, st.CtrlSet = float64(t.Weight), true
 		}
 		return res
 	}
-	st.Ctrl, st.CtrlSet = float64(kernelWeight), true
-	if known && rec.State != Managed && res.Record.State == Managed {
-		st.RampStart = now // back in rotation: slow start
+	st.Ctrl, st.CtrlSet = float64(t.Weight), true
+	if res.Record.State == Managed && known && (rec.State != Managed || res.Anew) {
+		st.RampStart = now // back in rotation, or created anew: slow start
 	}
 	return res
 }
@@ -140,12 +190,13 @@ func ReconcileServer(rec DestRecord, known bool, kernelWeight, configuredDefault
 // DrainedByOperator so that the monitor never touches the server until it
 // is undrained — the same as `ipvsadm -e … -w 0`. The operator's default
 // weight override is kept. A server already drained at 0 needs nothing.
-func Drain(rec DestRecord, known bool, kernelWeight int) Decision {
-	d := NewDecision(KindOperator, kernelWeight, rec)
-	if known && rec.State == DrainedByOperator && kernelWeight == 0 {
+func Drain(rec DestRecord, known bool, t TableEntry) Decision {
+	d := NewDecision(KindOperator, t.Weight, rec)
+	if known && rec.State == DrainedByOperator && t.Weight == 0 {
 		return d // already drained
 	}
-	d.Record = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	kernelWeight := t.Weight
+	d.Record = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter}
 	d.RecordChanged = true
 	d.To, d.Write = 0, kernelWeight != 0
 	d.Reason = "drained by operator (lvsctl)"
@@ -182,9 +233,14 @@ func availability(o *Observed, ramp float64, st *ServerState, p WeightParams, d 
 	switch {
 	case o.Probed && o.ProbeErr != nil && rec.State == Managed:
 		down := rec
-		down.State, down.Written, down.RestoreWeight = Down, 0, o.Kernel
+		down.State, down.Written, down.RestoreWeight, down.Counter = Down, 0, o.Kernel, o.Counter
 		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
 		d.Reason = fmt.Sprintf("unreachable: %v", o.ProbeErr)
+		return true
+	case !o.reachable() && o.Kernel != 0:
+		// Down, and created anew at a weight of its creator's (Reconcile).
+		d.Write, d.To = true, 0
+		d.Reason = fmt.Sprintf("unreachable (%v), created anew at weight %d: back to 0", o.ProbeErr, o.Kernel)
 		return true
 	case !o.reachable():
 		return true

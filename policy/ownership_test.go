@@ -29,13 +29,81 @@ func TestReconcile(t *testing.T) {
 			DestRecord{State: Managed, Written: 5, DefaultOverride: 5, OverriddenConfig: 10}, true},
 	}
 	for _, tt := range tests {
-		got := Reconcile(tt.rec, tt.known, tt.kernel, tt.cfg)
-		if got.Record != tt.wantRec || got.Changed != tt.wantChanged {
-			t.Errorf("%s: Reconcile = %+v changed=%v, want %+v changed=%v", tt.name, got.Record, got.Changed, tt.wantRec, tt.wantChanged)
+		got := Reconcile(tt.rec, tt.known, TableEntry{Weight: tt.kernel}, tt.cfg)
+		if got.Record != tt.wantRec || got.Changed != tt.wantChanged || got.Anew {
+			t.Errorf("%s: Reconcile = %+v changed=%v anew=%v, want %+v changed=%v", tt.name, got.Record, got.Changed, got.Anew, tt.wantRec, tt.wantChanged)
 		}
 		if got.Changed && got.Reason == "" {
 			t.Errorf("%s: a change without a reason", tt.name)
 		}
+	}
+}
+
+// TestReconcileTableRebuilt: a destination created anew — its counter
+// below the one recorded when it left rotation, or seen missing — is not an
+// operator's edit: a drain or a down mark stands (at the new, lower
+// counter, so that a later undrain is one), a managed server is adopted
+// at its new weight without a new default. The same weights on a live
+// destination are edits.
+func TestReconcileTableRebuilt(t *testing.T) {
+	drained := DestRecord{State: DrainedByOperator, Counter: 5000, DefaultOverride: 14, OverriddenConfig: 10}
+	for _, tt := range []struct {
+		name     string
+		rec      DestRecord
+		table    TableEntry
+		wantRec  DestRecord
+		wantAnew bool
+	}{
+		{"drained, counter reset: drain kept at the new counter", drained, TableEntry{Weight: 10, Counter: 12},
+			DestRecord{State: DrainedByOperator, Counter: 12, DefaultOverride: 14, OverriddenConfig: 10}, true},
+		{"drained, seen missing: drain kept", drained, TableEntry{Weight: 10, Counter: 9000, Missing: true},
+			DestRecord{State: DrainedByOperator, Counter: 9000, DefaultOverride: 14, OverriddenConfig: 10}, true},
+		{"drained, counter where it was: an undrain", drained, TableEntry{Weight: 10, Counter: 5000},
+			DestRecord{State: Managed, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
+		{"drained, counter a little up (persistence): an undrain", drained, TableEntry{Weight: 7, Counter: 5003},
+			DestRecord{State: Managed, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, false},
+		{"down, counter reset: still down", DestRecord{State: Down, RestoreWeight: 12, Counter: 80}, TableEntry{Weight: 10, Counter: 0},
+			DestRecord{State: Down, RestoreWeight: 12}, true},
+		{"managed, seen missing: adopted, no new default", DestRecord{State: Managed, Written: 7, DefaultOverride: 14, OverriddenConfig: 10},
+			TableEntry{Weight: 10, Missing: true}, DestRecord{State: Managed, Written: 10, DefaultOverride: 14, OverriddenConfig: 10}, true},
+		{"managed, counter lower but not seen missing: an edit (managed counters are not recorded)", DestRecord{State: Managed, Written: 7},
+			TableEntry{Weight: 10, Counter: 0}, DestRecord{State: Managed, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
+	} {
+		got := Reconcile(tt.rec, true, tt.table, 10)
+		if got.Record != tt.wantRec || got.Anew != tt.wantAnew || !got.Changed || got.Reason == "" {
+			t.Errorf("%s: Reconcile = %+v anew=%v changed=%v %q, want %+v anew=%v", tt.name, got.Record, got.Anew, got.Changed, got.Reason, tt.wantRec, tt.wantAnew)
+		}
+	}
+	// Leaving rotation records the counter.
+	if got := Reconcile(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 0, Counter: 321}, 10); got.Record.Counter != 321 {
+		t.Errorf("drained by another tool: counter %d, want 321", got.Record.Counter)
+	}
+	if d := Drain(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 10, Counter: 55}); d.Record.Counter != 55 {
+		t.Errorf("lvsctl drain: counter %d, want 55", d.Record.Counter)
+	}
+}
+
+// TestDecideRebuiltDrain: a drained destination the table holds at a
+// non-zero weight (created anew: Reconcile kept the drain) is written back
+// to 0, frozen service or not; a down one that is still unreachable too.
+func TestDecideRebuiltDrain(t *testing.T) {
+	e, err := NewEngine(Params{Weight: WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frozen := range []bool{false, true} {
+		o := Observed{Record: DestRecord{State: DrainedByOperator}, Configured: 10, Kernel: 10, Probed: true, ProbeErr: errors.New("refused")}
+		d := NewDecision(KindCycle, 10, o.Record)
+		e.decide(&o, &ServerState{}, &d, frozen, time.Unix(0, 0))
+		if !d.Write || d.To != 0 || d.Record.State != DrainedByOperator {
+			t.Errorf("frozen %v: drained at 10: write %v to %d state %s", frozen, d.Write, d.To, d.Record.State)
+		}
+	}
+	o := Observed{Record: DestRecord{State: Down, RestoreWeight: 12}, Configured: 10, Kernel: 10, Probed: true, ProbeErr: errors.New("refused")}
+	d := NewDecision(KindCycle, 10, o.Record)
+	e.decide(&o, &ServerState{}, &d, false, time.Unix(0, 0))
+	if !d.Write || d.To != 0 || d.Record.State != Down {
+		t.Errorf("down at 10, unreachable: write %v to %d state %s", d.Write, d.To, d.Record.State)
 	}
 }
 
@@ -155,7 +223,7 @@ func TestDrainAndUndrain(t *testing.T) {
 		{"unknown at 0: recorded as drained, nothing to write", DestRecord{}, false, 0, false, true},
 		{"down at 0: recorded as drained", DestRecord{State: Down, RestoreWeight: 10}, true, 0, false, true},
 	} {
-		d := Drain(tt.rec, tt.known, tt.kernel)
+		d := Drain(tt.rec, tt.known, TableEntry{Weight: tt.kernel})
 		if d.Write != tt.wantWrite || d.RecordChanged != tt.wantChange || d.Before != tt.kernel {
 			t.Errorf("%s: write %v changed %v before %d", tt.name, d.Write, d.RecordChanged, d.Before)
 		}

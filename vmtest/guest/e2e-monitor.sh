@@ -11,8 +11,11 @@
 #   a. a CPU hog in rs2's group lowers rs2's weight below the others, and
 #      rs2's share of the client's new connections falls;
 #   b. an operator drain (ipvsadm -e ... -w 0) of rs1 stays 0 for several
-#      monitor cycles, also across a monitor restart on the same state_dir,
-#      and the undrain (ipvsadm -e ... -w 5) is picked up and managed again;
+#      monitor cycles, also across a monitor restart on the same state_dir
+#      over a table rebuilt while the monitor was down (ipvsadm -C, the
+#      service re-added with rs1 at weight 10: the monitor writes rs1 back to
+#      0 and says why), and the undrain (ipvsadm -e ... -w 5) is picked up
+#      and managed again;
 #   c. stopping rs3's httpd brings its weight to 0, starting it again
 #      restores a non-zero weight;
 #   d. the last "weight changed" each server got in the monitor's logs is the
@@ -252,9 +255,24 @@ grep -q "msg=ownership .* server=$(rs 1) .*drained by operator" "$W/monitor1.log
 	fail "b: the monitor did not log the drain of rs1"
 stop_monitor KILL
 say "monitor killed (SIGKILL); state file: $(cat "$STATE/state.json" 2>/dev/null | head -c 300)"
+# The table is rebuilt while the monitor is down, as a director reboot or a
+# restore from a stale save would: rs1 comes back at its configured 10, with
+# fresh counters; rs2 and rs3 at the weights they had.
+read_weights
+run in_ns director ipvsadm -C
+run in_ns director ipvsadm -A -t "$SVC" -s wrr
+run in_ns director ipvsadm -a -t "$SVC" -r "$(rs 1)" -m -w 10
+run in_ns director ipvsadm -a -t "$SVC" -r "$(rs 2)" -m -w "$w2"
+run in_ns director ipvsadm -a -t "$SVC" -r "$(rs 3)" -m -w "$w3"
+say "table rebuilt: ipvsadm -C, the service re-added with rs1 at 10 (rs2 $w2, rs3 $w3)"
 start_monitor monitor2
 grep -q 'starting safe' "$W/monitor2.log" && fail "b: the restarted monitor did not load its state file"
-hold_drain "restarted monitor"
+rs1_zero() { read_weights; [ "$w1" = 0 ]; }
+wait_until 15 "the restarted monitor writes rs1 back to 0" rs1_zero
+grep -q "msg=ownership .* server=$(rs 1) .*reason=\"created anew at weight 10 (its connection counter went back" "$W/monitor2.log" ||
+	fail "b: the restarted monitor did not log why rs1's drain was kept over the rebuilt table"
+grep "msg=ownership .* server=$(rs 1) " "$W/monitor2.log" | tail -n 1
+hold_drain "restarted monitor, rebuilt table"
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 1)" -m -w 5
 say "operator: ipvsadm -e -t $SVC -r $(rs 1) -m -w 5"
 wait_until 15 "the monitor logs the undrain of rs1" grep -q "msg=ownership .* server=$(rs 1) .*reason=\"undrained by operator at weight 5" "$W/monitor2.log"
