@@ -131,7 +131,10 @@ func (s *Server) status(st monitor.Status) api.Status {
 			}
 			if row.Load != nil {
 				in := d.Decision.Trace.Inputs
-				row.Inputs = &api.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
+				row.Inputs = &api.Inputs{Input: in.Input, Response: in.Response}
+				if agentUsed(*d) {
+					row.Inputs.CPU, row.Inputs.Memory, row.Inputs.Disk, row.Inputs.Process = &in.CPU, &in.Memory, &in.Disk, &in.Process
+				}
 				row.DirectorOnly = d.Decision.Trace.DirectorOnly
 			}
 			if at := d.AgentOK; !at.IsZero() {
@@ -170,10 +173,13 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Expla
 			reference = svc.Probe.Reference
 		}
 	}
-	agentUsed := d.AgentErr == nil && d.Report.Schema != 0
+	used := agentUsed(d)
 	for _, t := range e.Terms {
 		term := api.Term{Name: t.Name, Normalised: t.Input, Coefficient: t.Coefficient, Product: t.Product}
-		term.Raw, term.RawValue, term.RawUnit = rawFigure(t.Name, d, reference, agentUsed)
+		term.Raw, term.RawValue, term.RawUnit = rawFigure(t.Name, d, reference, used)
+		if !used && agentFigure(t.Name) {
+			term.Normalised, term.Product, term.NotMeasured = 0, 0, true
+		}
 		out.Terms = append(out.Terms, term)
 	}
 	if f := tr.Formula; f != nil {
@@ -188,6 +194,20 @@ func (s *Server) explanation(st monitor.Status, e monitor.Explanation) api.Expla
 		}
 	}
 	return out
+}
+
+// agentUsed reports whether d's agent figures were measured this cycle.
+func agentUsed(d monitor.DestStatus) bool {
+	return d.Polled && d.AgentErr == nil && d.Report.Schema != 0
+}
+
+// agentFigure reports whether the input named is one the agent measures.
+func agentFigure(name string) bool {
+	switch name {
+	case "cpu", "memory", "disk", "process":
+		return true
+	}
+	return false
 }
 
 // rawFigure describes what was measured behind one normalised input.

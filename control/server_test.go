@@ -290,3 +290,43 @@ func TestExplainAfterAnEditBetweenCycles(t *testing.T) {
 		t.Errorf("a load far above the target from 4 wrote nothing: %q", e.Decision)
 	}
 }
+
+// TestStaleAgentFiguresAbsent: when a server's agent is stale, status and
+// explain show its figures as not measured (absent, "-"), not as 0.
+func TestStaleAgentFiguresAbsent(t *testing.T) {
+	r := controltest.New(t, "")
+	r.Cycle()
+	r.Agents.Fail(controltest.A)
+	r.Advance(time.Minute) // past agent_expiry
+	r.Cycle()
+	c := api.NewClient(r.Socket, 5*time.Second)
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b *api.ServerStatus
+	for i := range st.Services[0].Servers {
+		switch s := &st.Services[0].Servers[i]; s.Server {
+		case controltest.A.String():
+			a = s
+		case controltest.B.String():
+			b = s
+		}
+	}
+	if a == nil || a.Inputs == nil || !a.DirectorOnly || a.Inputs.CPU != nil || a.Inputs.Memory != nil || a.Inputs.Disk != nil || a.Inputs.Process != nil {
+		t.Fatalf("stale A: %+v (inputs %+v)", a, a.Inputs)
+	}
+	if b == nil || b.Inputs == nil || b.Inputs.CPU == nil {
+		t.Fatalf("B, its agent answering: inputs %+v", b.Inputs)
+	}
+	e, err := c.Explain(context.Background(), "192.0.2.10:80/tcp", controltest.A.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, term := range e.Terms {
+		agentFigure := term.Name == "cpu" || term.Name == "memory" || term.Name == "disk" || term.Name == "process"
+		if term.NotMeasured != agentFigure || term.NotMeasured && (term.Normalised != 0 || term.Product != 0) {
+			t.Errorf("term %s: %+v", term.Name, term)
+		}
+	}
+}

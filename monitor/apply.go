@@ -187,8 +187,12 @@ func (m *Monitor) logChange(msg string, key DestKey, d *policy.Decision) {
 	attrs := []any{"service", key.Service, "server", key.Dest, "old", d.Before, "new", d.To, "reason", d.Reason}
 	if tr := d.Trace; !math.IsNaN(tr.Load) {
 		in := tr.Inputs
-		attrs = append(attrs, "load", round3(tr.Load), "input", round3(in.Input), "cpu", round3(in.CPU), "memory", round3(in.Memory),
-			"disk", round3(in.Disk), "response", round3(in.Response), "process", round3(in.Process))
+		attrs = append(attrs, "load", round3(tr.Load), "input", round3(in.Input), "response", round3(in.Response))
+		if tr.DirectorOnly { // the agent's figures were not measured: absent, not 0
+			attrs = append(attrs, "agent", "stale")
+		} else {
+			attrs = append(attrs, "cpu", round3(in.CPU), "memory", round3(in.Memory), "disk", round3(in.Disk), "process", round3(in.Process))
+		}
 	}
 	m.log.Log(context.Background(), level, msg, attrs...)
 }

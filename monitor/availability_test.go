@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"lvs-feedback/agent"
 )
 
 func TestFailStaticFreezesInsteadOfZeroingThePool(t *testing.T) {
@@ -124,36 +122,113 @@ func (ctxProber) Probe(ctx context.Context, _ netip.AddrPort, _ ProbeConfig, _ t
 	return time.Millisecond, nil
 }
 
-func TestManyAgentFailuresAreSummarised(t *testing.T) {
+// TestAgentChangesAreLoggedPerServer: each agent that starts failing,
+// answers again, or stays silent past agent_expiry gets its own line, with
+// its server and the reason; an agent that fails again within a minute is
+// not warned about again; past maxAgentLines changes in one cycle the rest
+// go to the debug level with one line that counts them.
+func TestAgentChangesAreLoggedPerServer(t *testing.T) {
 	r := newRig(t)
 	var buf bytes.Buffer
 	store, err := NewFileStore(r.dir)
 	must(t, err)
-	// Nine servers: six more in the table and the configuration.
+	// Six more servers, in the table and the configuration, without agents.
 	cfg := r.cfg
 	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
+	var extra []netip.AddrPort
 	for i := range 6 {
 		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(20 + i)}), 80)
+		must(t, r.table.AddDestination(svcKey, rs, 10))
+		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
+		extra = append(extra, rs)
+	}
+	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, false)
+	must(t, err)
+	lines := func(msg string) []string {
+		var out []string
+		for l := range strings.Lines(buf.String()) {
+			if strings.Contains(l, msg) && strings.Contains(l, "level=WARN") || strings.Contains(l, msg) && strings.Contains(l, "level=INFO") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	wantPerServer := func(what, msg string, servers []netip.AddrPort) {
+		t.Helper()
+		got := lines(msg)
+		if len(got) != len(servers) {
+			t.Errorf("%s: %d lines %q, want %d:\n%s", what, len(got), msg, len(servers), buf.String())
+			return
+		}
+		for _, rs := range servers {
+			if !strings.Contains(strings.Join(got, ""), "server="+rs.String()+" ") {
+				t.Errorf("%s: no line for %s", what, rs)
+			}
+		}
+	}
+
+	cycle(t, m)
+	wantPerServer("six agents missing", "agent not answering", extra)
+	if !strings.Contains(buf.String(), "connection refused") {
+		t.Errorf("the lines do not say why:\n%s", buf.String())
+	}
+	buf.Reset()
+	r.advance(cfg.Availability.AgentExpiry + time.Second)
+	cycle(t, m)
+	wantPerServer("past agent_expiry", "agent silent for longer than agent_expiry", extra)
+	buf.Reset()
+	cycle(t, m)
+	if n := len(lines("agent")); n != 0 {
+		t.Errorf("nothing changed, %d agent lines:\n%s", n, buf.String())
+	}
+
+	// The six answer, A, B and C stop.
+	for _, rs := range extra {
+		r.agents.set(agentOf(rs), 0.95)
+	}
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		r.agents.remove(agentOf(rs))
+	}
+	buf.Reset()
+	cycle(t, m)
+	wantPerServer("six back", "agent answering again", extra)
+	wantPerServer("three failing", "agent not answering", []netip.AddrPort{rsA, rsB, rsC})
+
+	// A fails again within a minute of its warning: no second warning.
+	r.agents.set(agentOf(rsA), 0.95)
+	cycle(t, m)
+	r.agents.remove(agentOf(rsA))
+	buf.Reset()
+	cycle(t, m)
+	if n := len(lines("agent not answering")); n != 0 {
+		t.Errorf("a flapping agent warned about again within a minute:\n%s", buf.String())
+	}
+}
+
+// TestAgentLinesAreCapped: more agent changes in one cycle than
+// maxAgentLines are logged up to the cap, and one line counts the rest.
+func TestAgentLinesAreCapped(t *testing.T) {
+	r := newRig(t)
+	var buf bytes.Buffer
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	cfg := r.cfg
+	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
+	n := maxAgentLines + 7
+	for i := range n {
+		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 101, byte(i)}), 80)
 		must(t, r.table.AddDestination(svcKey, rs, 10))
 		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
 	}
 	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
 		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, false)
 	must(t, err)
-	cycle(t, m) // the six new agents are missing: one summary line
-	if n := strings.Count(buf.String(), "agent not answering"); n != 1 || !strings.Contains(buf.String(), "servers=6") {
-		t.Errorf("six failing agents: %d lines, want one summary with servers=6:\n%s", n, buf.String())
+	cycle(t, m)
+	if got := strings.Count(buf.String(), "level=WARN msg=\"agent not answering"); got != maxAgentLines {
+		t.Errorf("%d warnings, want %d", got, maxAgentLines)
 	}
-	buf.Reset()
-	r.agents.reports = map[string]agent.Report{} // the first three start failing, the six recover
-	for i := range 6 {
-		r.agents.set(agentOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(20 + i)}), 80)), 0.95)
-	}
-	cycle(t, m) // 3 fail, 6 recover: 3 lines + 1 summary of 6
-	if n := strings.Count(buf.String(), "agent not answering"); n != 3 {
-		t.Errorf("three newly failing agents: %d lines, want 3:\n%s", n, buf.String())
-	}
-	if n := strings.Count(buf.String(), "agent answering again"); n != 1 || !strings.Contains(buf.String(), "servers=6") {
-		t.Errorf("six recovered agents: want one summary line with servers=6:\n%s", buf.String())
+	if !strings.Contains(buf.String(), "more=7") {
+		t.Errorf("no line counts the 7 left out:\n%s", buf.String())
 	}
 }

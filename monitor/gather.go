@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
 )
 
@@ -55,70 +54,79 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 	if ctx.Err() != nil {
 		return // stopped: the failures are ours; Cycle decides nothing
 	}
-	var started, recovered []*destRow
+	var notes []agentNote
 	now := m.deps.Now()
 	for i := range rows {
 		r := &rows[i]
 		if !r.st.Polled {
 			continue
 		}
-		// Log when an agent starts or stops failing, not every interval.
+		// One line when an agent starts or stops failing, or expires; not
+		// every interval.
 		failing := r.st.AgentErr != nil
 		switch {
 		case failing && !r.seen.agentFailing:
-			started = append(started, r)
+			level := slog.LevelWarn
+			if now.Sub(r.seen.failLogged) < agentFlapGap {
+				level = slog.LevelDebug // a flapping agent: one warning a minute
+			} else {
+				r.seen.failLogged = now
+			}
+			notes = append(notes, agentNote{r, level, "agent not answering: the server's weight is kept while the server answers probes, until agent_expiry"})
 		case !failing && r.seen.agentFailing:
-			recovered = append(recovered, r)
+			notes = append(notes, agentNote{r, slog.LevelInfo, "agent answering again: its figures count again"})
 		case failing:
 			m.log.Debug("agent poll failed", "service", r.st.Key.Service, "server", r.st.Key.Dest, "agent", r.server.AgentAddr, "error", r.st.AgentErr)
 		}
 		r.seen.agentFailing = failing
 		if !failing {
-			r.seen.agentOK = now
-		} else {
-			last := r.seen.agentOK
-			if last.IsZero() {
-				last = m.started
-			}
-			r.st.AgentStale = now.Sub(last) > m.cfg.Availability.AgentExpiry
+			r.seen.agentOK, r.seen.agentStale = now, false
+			continue
 		}
+		last := r.seen.agentOK
+		if last.IsZero() {
+			last = m.started
+		}
+		r.st.AgentStale = now.Sub(last) > m.cfg.Availability.AgentExpiry
+		if r.st.AgentStale && !r.seen.agentStale {
+			notes = append(notes, agentNote{r, slog.LevelWarn, "agent silent for longer than agent_expiry: the server's load now comes from the director's own inputs (INPUT, RESPONSE) alone"})
+		}
+		r.seen.agentStale = r.st.AgentStale
 	}
-	m.logAgentChanges(started, "agent not answering; keeping the server's weight while its service answers", slog.LevelWarn)
-	m.logAgentChanges(recovered, "agent answering again", slog.LevelInfo)
+	m.logAgentNotes(notes)
 }
 
-// maxAgentLines is how many agents' failures or recoveries are logged one
-// line each in one cycle; more are summarised in one line per service, so
-// that a network blip does not flood the log.
-const maxAgentLines = 5
+// agentNote is one agent's change in a cycle, for the log.
+type agentNote struct {
+	r     *destRow
+	level slog.Level
+	msg   string
+}
 
-func (m *Monitor) logAgentChanges(rows []*destRow, msg string, level slog.Level) {
+// maxAgentLines is how many agents' changes are logged a line each in one
+// cycle; the rest go to the debug level, counted in one line, so that a
+// network blip across a large fleet does not flood the log.
+const maxAgentLines = 50
+
+// agentFlapGap is how often at most an agent that fails again is warned
+// about.
+const agentFlapGap = time.Minute
+
+func (m *Monitor) logAgentNotes(notes []agentNote) {
 	ctx := context.Background()
-	if len(rows) <= maxAgentLines {
-		for _, r := range rows {
-			attrs := []any{"service", r.st.Key.Service, "server", r.st.Key.Dest, "agent", r.server.AgentAddr}
-			if r.st.AgentErr != nil {
-				attrs = append(attrs, "error", r.st.AgentErr)
-			}
-			m.log.Log(ctx, level, msg, attrs...)
+	for i, n := range notes {
+		attrs := []any{"service", n.r.st.Key.Service, "server", n.r.st.Key.Dest, "agent", n.r.server.AgentAddr}
+		if err := n.r.st.AgentErr; err != nil {
+			attrs = append(attrs, "error", err)
 		}
-		return
+		level := n.level
+		if i >= maxAgentLines {
+			level = slog.LevelDebug
+		}
+		m.log.Log(ctx, level, n.msg, attrs...)
 	}
-	bySvc := map[ipvs.ServiceKey][]*destRow{}
-	var order []ipvs.ServiceKey
-	for _, r := range rows {
-		if bySvc[r.st.Key.Service] == nil {
-			order = append(order, r.st.Key.Service)
-		}
-		bySvc[r.st.Key.Service] = append(bySvc[r.st.Key.Service], r)
-	}
-	for _, svc := range order {
-		rs := bySvc[svc]
-		attrs := []any{"service", svc, "servers", len(rs), "first", rs[0].st.Key.Dest}
-		if rs[0].st.AgentErr != nil {
-			attrs = append(attrs, "error", rs[0].st.AgentErr)
-		}
-		m.log.Log(ctx, level, msg, attrs...)
+	if more := len(notes) - maxAgentLines; more > 0 {
+		m.log.Warn("more agents changed this cycle than are logged one by one; the rest are at the debug level", "logged", maxAgentLines, "more", more)
 	}
 }
 

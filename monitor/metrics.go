@@ -136,8 +136,17 @@ func (x *Metrics) observeCycle(rep CycleReport) {
 		} else {
 			x.load.WithLabelValues(svc, srv).Set(load)
 			in := d.Decision.Trace.Inputs
-			for name, v := range map[string]float64{"input": in.Input, "cpu": in.CPU, "memory": in.Memory, "disk": in.Disk, "response": in.Response, "process": in.Process} {
-				x.input.WithLabelValues(svc, srv, name).Set(v)
+			x.input.WithLabelValues(svc, srv, "input").Set(in.Input)
+			x.input.WithLabelValues(svc, srv, "response").Set(in.Response)
+			for _, f := range []struct {
+				name string
+				v    float64
+			}{{"cpu", in.CPU}, {"memory", in.Memory}, {"disk", in.Disk}, {"process", in.Process}} {
+				if d.Decision.Trace.DirectorOnly { // not measured: no series, rather than 0
+					x.input.DeleteLabelValues(svc, srv, f.name)
+				} else {
+					x.input.WithLabelValues(svc, srv, f.name).Set(f.v)
+				}
 			}
 		}
 		if d.ProbeErr != nil {

@@ -1,8 +1,10 @@
 package monitor
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -70,5 +72,53 @@ lvs_monitor_server_drained{server="198.51.100.11:80",service="192.0.2.10:80/tcp"
 lvs_monitor_server_drained{server="198.51.100.12:80",service="192.0.2.10:80/tcp"} 0
 `)); err != nil {
 		t.Errorf("drained series after removing C: %v", err)
+	}
+}
+
+// TestUnmeasuredFiguresAreAbsent: a stale agent's figures were not
+// measured; the log line of the weight change and the metrics leave them
+// out instead of showing 0.
+func TestUnmeasuredFiguresAreAbsent(t *testing.T) {
+	r := newRig(t)
+	cfg, err := ParseConfig("t.toml", []byte(strings.Replace(cpuOnlyConfig, "input = 0.0\ncpu = 1.0", "input = 0.5\ncpu = 0.5", 1)))
+	must(t, err)
+	cfg.StateDir = r.dir
+	for _, rs := range []string{agentOf(rsA), agentOf(rsB), agentOf(rsC)} {
+		r.agents.set(rs, 0.9)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	var logs strings.Builder
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock, Metrics: metrics,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
+	must(t, err)
+	cycle(t, m)
+	const svc, a = "192.0.2.10:80/tcp", "198.51.100.11:80"
+	if n := testutil.CollectAndCount(metrics.input); n != 3*6 {
+		t.Fatalf("%d input series with every agent answering, want 18", n)
+	}
+	r.agents.remove(agentOf(rsA))
+	r.advance(40 * time.Second) // past agent_expiry: stale, load from INPUT alone → 8
+	logs.Reset()
+	rep := cycle(t, m)
+	if s := statusOf(t, rep, rsA); !s.Decision.Trace.DirectorOnly || !s.Outcome.Wrote {
+		t.Fatalf("A: director-only %v, wrote %v", s.Decision.Trace.DirectorOnly, s.Outcome.Wrote)
+	}
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `msg="weight changed"`) && strings.Contains(l, "server="+a) {
+			line = l
+		}
+	}
+	if line == "" || strings.Contains(line, "cpu=") || strings.Contains(line, "memory=") || !strings.Contains(line, "agent=stale") {
+		t.Errorf("the weight change of a stale agent's server: %q", line)
+	}
+	if n := testutil.CollectAndCount(metrics.input); n != 3*6-4 {
+		t.Errorf("%d input series with A's agent stale, want 14 (A's cpu, memory, disk, process absent)", n)
+	}
+	if got := testutil.ToFloat64(metrics.input.WithLabelValues(svc, a, "input")); got != 1 {
+		t.Errorf("A's INPUT %v, want 1 (no traffic: neutral)", got)
 	}
 }

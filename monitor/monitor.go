@@ -151,6 +151,8 @@ type observed struct {
 
 	agentOK      time.Time      // last good agent reply
 	agentFailing bool           // the last poll failed
+	agentStale   bool           // silent longer than agent_expiry at the last poll
+	failLogged   time.Time      // when the agent's last failure was warned about
 	cpuTime      *agent.CPUTime // the agent's CPU totals at the last good poll
 }
 

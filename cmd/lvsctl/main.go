@@ -358,11 +358,10 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 			in := []string{"-", "-", "-", "-", "-", "-"}
 			if s.Inputs != nil {
 				i := s.Inputs
-				for k, v := range []float64{i.Input, i.CPU, i.Memory, i.Disk, i.Response, i.Process} {
-					in[k] = fmt.Sprintf("%.2f", v)
-				}
-				if s.DirectorOnly { // the agent's inputs are not used
-					in[1], in[2], in[3], in[5] = "-", "-", "-", "-"
+				for k, v := range []*float64{&i.Input, i.CPU, i.Memory, i.Disk, &i.Response, i.Process} {
+					if v != nil { // absent: not measured this cycle
+						in[k] = fmt.Sprintf("%.2f", *v)
+					}
 				}
 			}
 			agentAge := "-"
@@ -555,6 +554,10 @@ func printExplanation(w io.Writer, e api.Explanation, loc *time.Location) {
 				c = t.Coefficient / sumDirector
 				p = t.Normalised * c
 			}
+		}
+		if t.NotMeasured {
+			fmt.Fprintf(tw, "%s\t%s\t-\t%.3f\t-\n", strings.ToUpper(t.Name), t.Raw, c)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.4f\n", strings.ToUpper(t.Name), t.Raw, t.Normalised, c, p)
 	}

@@ -148,7 +148,7 @@ type ServerStatus struct {
 	// Inputs are the normalised inputs behind Load; absent with it.
 	Inputs *Inputs `json:"inputs,omitempty"`
 	// DirectorOnly is true when the agent is stale and Load comes from
-	// INPUT and RESPONSE alone (the agent's inputs are then 0, unused).
+	// INPUT and RESPONSE alone (the agent's inputs are then absent).
 	DirectorOnly  bool `json:"director_only,omitempty"`
 	ActiveConns   int  `json:"active_connections"`
 	InactiveConns int  `json:"inactive_connections"`
@@ -171,13 +171,16 @@ type ServerStatus struct {
 }
 
 // Inputs are a server's normalised inputs (0 idle, 1 fully loaded).
+//
+// The agent's figures (CPU, Memory, Disk, Process) are absent when the
+// agent was not used this cycle (stale or failing): not measured, not 0.
 type Inputs struct {
-	Input    float64 `json:"input"`
-	CPU      float64 `json:"cpu"`
-	Memory   float64 `json:"memory"`
-	Disk     float64 `json:"disk"`
-	Response float64 `json:"response"`
-	Process  float64 `json:"process"`
+	Input    float64  `json:"input"`
+	CPU      *float64 `json:"cpu,omitempty"`
+	Memory   *float64 `json:"memory,omitempty"`
+	Disk     *float64 `json:"disk,omitempty"`
+	Response float64  `json:"response"`
+	Process  *float64 `json:"process,omitempty"`
 }
 
 // Target names a real server of a virtual service: the body of drain and
@@ -256,6 +259,10 @@ type Term struct {
 	Normalised  float64  `json:"normalised"`
 	Coefficient float64  `json:"coefficient"`
 	Product     float64  `json:"product"` // normalised × coefficient
+	// NotMeasured: the figure was not measured this cycle (the agent's,
+	// when it is stale or failing); Normalised and Product are 0 and
+	// count for nothing.
+	NotMeasured bool `json:"not_measured,omitempty"`
 }
 
 // Formula is one step of w ← w + gain·∛(target − load), capped to
