@@ -232,3 +232,39 @@ func TestAgentLinesAreCapped(t *testing.T) {
 		t.Errorf("no line counts the 7 left out:\n%s", buf.String())
 	}
 }
+
+// TestOneFailedProbeIsNotDown: with the default fall and rise (2 and 2) a
+// server whose probe fails once — a timeout on a busy director — keeps its
+// weight; at the second failure in a row it goes to 0; it comes back at
+// its second answer in a row, to the weight it had, through slow start,
+// and the log line says both.
+func TestOneFailedProbeIsNotDown(t *testing.T) {
+	r := newRig(t)
+	cfg, err := ParseConfig("t.toml", []byte(strings.Replace(cpuOnlyConfig, "fall = 1\nrise = 1\n", "", 1)))
+	must(t, err)
+	cfg.StateDir = r.dir
+	r.cfg = cfg
+	var logs strings.Builder
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
+	must(t, err)
+	r.agents.set(agentOf(rsB), 0.825) // 10 → 12.5 → 13
+	cycle(t, m)
+	r.agents.set(agentOf(rsB), 0.95) // at the target: 13 stays
+	for i, step := range []struct {
+		down bool
+		want int
+	}{{true, 13}, {false, 13}, {true, 13}, {true, 0}, {false, 0}, {false, 1}} {
+		r.prober.setDown(rsB, step.down)
+		r.advance(time.Second)
+		cycle(t, m)
+		if got := r.weight(rsB); got != step.want {
+			t.Fatalf("cycle %d (probe down %v): B at %d, want %d\n%s", i+1, step.down, got, step.want, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), `reason="reachable again: weight 13 restored (slow start from 1)"`) {
+		t.Errorf("the restore does not say the weight:\n%s", logs.String())
+	}
+}

@@ -119,8 +119,9 @@ func DefaultConfig() Config {
 		Coefficients:  policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
-		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1},
-		Guard:        policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
+		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
+			Fall: 2, Rise: 2},
+		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
 	}
 }
 
@@ -312,6 +313,12 @@ func (cfg *Config) check(name string, data []byte) error {
 	}
 	if !(av.SlowStartFloor > 0 && av.SlowStartFloor <= 1) {
 		bad("availability.slow_start_floor", "must be above 0 and at most 1, got %v", av.SlowStartFloor)
+	}
+	if av.Fall < 1 || av.Fall > 10 {
+		bad("availability.fall", "must be from 1 (at the first failed probe) to 10, got %d", av.Fall)
+	}
+	if av.Rise < 1 || av.Rise > 10 {
+		bad("availability.rise", "must be from 1 (at the first answer) to 10, got %d", av.Rise)
 	}
 
 	cfg.checkSync(bad)

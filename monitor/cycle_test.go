@@ -91,6 +91,9 @@ const cpuOnlyConfig = `
 interval = "1s"
 agent_timeout = "500ms"
 probe_timeout = "500ms"
+[availability]
+fall = 1
+rise = 1
 [weight]
 controller = "lvs"
 [coefficients]

@@ -100,7 +100,8 @@ func (d *director) start(t *testing.T, keyFile string, peers ...*director) {
 	}
 	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
-	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n" + d.extra
+	conf = strings.Replace(conf, "[availability]\n", "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n", 1)
+	conf += d.extra
 	conf += "[sync]\nid = \"" + d.id + "\"\nlisten = \"" + d.ln.Addr().String() + "\"\nkey_file = \"" + keyFile + "\"\nrole = \"active\"\n"
 	for _, p := range peers {
 		conf += "[[sync.peer]]\nid = \"" + p.id + "\"\naddress = \"" + p.ln.Addr().String() + "\"\n"

@@ -86,6 +86,8 @@ state_dir = %q
 [weight]
 controller = "lvs"
 [availability]
+fall = 1
+rise = 1
 slow_start = "0s"
 [[service]]
 address = "192.0.2.1:80/tcp"

@@ -98,6 +98,9 @@ type Trace struct {
 	// Guard is the backlog guard's part, when it holds the weight or did
 	// something at this decision; nil otherwise.
 	Guard *GuardTrace
+	// Fails and Passes are the server's failed and answered probes in a
+	// row, this one included.
+	Fails, Passes int
 }
 
 // Comparison is the write rule's test of a candidate weight.
@@ -120,8 +123,11 @@ type ServerState struct {
 	CtrlSet bool
 	// RampStart is when slow start began; zero when not ramping.
 	RampStart time.Time
-	Capacity  CapacityState
-	Guard     GuardState
+	// Fails and Passes count the failed and the answered probes in a row
+	// (Availability.Fall and Rise).
+	Fails, Passes int
+	Capacity      CapacityState
+	Guard         GuardState
 }
 
 // Carried is the part of a server's state a new writer takes over from the
@@ -362,7 +368,7 @@ func (e *Engine) step(o *Observed, st *ServerState, d *Decision, ramp float64) {
 	if !(ramp > 0 && ramp <= 1) {
 		ramp = 1
 	}
-	if availability(o, ramp, st, e.p.Weight, d) {
+	if availability(o, ramp, st, e.p, d) {
 		d.Trace.CtrlAfter = st.Ctrl
 		return
 	}

@@ -222,36 +222,43 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 // availability applies the ownership side of the availability rules to a
 // server that is not drained, before any controller runs:
 //
-//   - probe failed: a managed server goes to weight 0 (Down), remembering
-//     its weight; a server already down stays so;
-//   - probe answers again: a Down server gets its weight back (ramped by
-//     slow start, which a successful write starts).
+//   - probe failed Fall times in a row: a managed server goes to weight 0
+//     (Down), remembering its weight; before that, and while it stays down,
+//     its weight is kept;
+//   - probe answered Rise times in a row: a Down server gets its weight back
+//     (ramped by slow start, which a successful write starts).
 //
 // It reports false when neither applies and the controller decides.
-func availability(o *Observed, ramp float64, st *ServerState, p WeightParams, d *Decision) bool {
-	rec := o.Record
+func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decision) bool {
+	rec, av := o.Record, p.Availability
+	if o.reachable() {
+		st.Fails, st.Passes = 0, st.Passes+1
+	} else if o.Probed {
+		st.Fails, st.Passes = st.Fails+1, 0
+	}
+	d.Trace.Fails, d.Trace.Passes = st.Fails, st.Passes
 	switch {
-	case o.Probed && o.ProbeErr != nil && rec.State == Managed:
+	case o.Probed && o.ProbeErr != nil && rec.State == Managed && st.Fails >= max(av.Fall, 1):
 		down := rec
 		down.State, down.Written, down.RestoreWeight, down.Counter = Down, 0, o.Kernel, o.Counter
 		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
-		d.Reason = fmt.Sprintf("unreachable: %v", o.ProbeErr)
+		d.Reason = fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr)
 		return true
-	case !o.reachable() && o.Kernel != 0:
+	case !o.reachable() && rec.State == Down && o.Kernel != 0:
 		// Down, and created anew at a weight of its creator's (Reconcile).
 		d.Write, d.To = true, 0
 		d.Reason = fmt.Sprintf("unreachable (%v), created anew at weight %d: back to 0", o.ProbeErr, o.Kernel)
 		return true
 	case !o.reachable():
 		return true
-	case rec.State == Down:
+	case rec.State == Down && st.Passes >= max(av.Rise, 1):
 		full := rec.RestoreWeight
 		if full <= 0 {
 			full = rec.DefaultWeight(o.Configured)
 		}
-		to := rampWeight(float64(full), ramp, p.Min)
+		to := rampWeight(float64(full), ramp, p.Weight.Min)
 		up := rec
-		up.State, up.Written, up.RestoreWeight = Managed, to, 0
+		up.State, up.Written, up.RestoreWeight, up.Counter = Managed, to, 0, 0
 		st.Ctrl = float64(full)
 		d.Write, d.To, d.Record, d.RecordChanged = true, to, up, true
 		d.Reason = fmt.Sprintf("reachable again: weight %d restored (slow start from %d)", full, to)
@@ -260,6 +267,8 @@ func availability(o *Observed, ramp float64, st *ServerState, p WeightParams, d 
 		}
 		d.OnWrite.StartRamp = true
 		return true
+	case rec.State == Down:
+		return true // answering, not yet Rise times in a row
 	}
 	return false
 }

@@ -246,3 +246,52 @@ func TestDrainAndUndrain(t *testing.T) {
 		t.Errorf("undrain without slow start: to %d ramp %v", d.To, d.OnWrite.StartRamp)
 	}
 }
+
+// TestFallAndRise: with fall 2 and rise 2 a managed server goes down at its
+// second failed probe in a row, not its first; a down server comes back at
+// its second answer in a row; an answer between failures starts the count
+// again.
+func TestFallAndRise(t *testing.T) {
+	e, err := NewEngine(Params{
+		Weight:       WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
+		Availability: Availability{Fall: 2, Rise: 2, SlowStartFloor: 0.1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServerState{Ctrl: 10, CtrlSet: true}
+	rec, kernel := DestRecord{State: Managed, Written: 10}, 10
+	refused := errors.New("connection refused")
+	for i, step := range []struct {
+		up        bool
+		wantWrite bool
+		wantTo    int
+		wantState Ownership
+	}{
+		{false, false, 0, Managed}, // 1st failure: kept
+		{true, false, 0, Managed},  // an answer: the count starts again
+		{false, false, 0, Managed}, // 1st failure again
+		{false, true, 0, Down},     // 2nd in a row: down
+		{false, false, 0, Down},    // still down
+		{true, false, 0, Down},     // 1st answer: still down
+		{true, true, 10, Managed},  // 2nd answer: weight 10 back (no slow start here)
+	} {
+		o := Observed{Record: rec, Configured: 10, Kernel: kernel, Probed: true}
+		if !step.up {
+			o.ProbeErr = refused
+		}
+		d := NewDecision(KindCycle, kernel, rec)
+		e.step(&o, st, &d, 1)
+		if d.Write != step.wantWrite || d.Write && d.To != step.wantTo || d.Record.State != step.wantState {
+			t.Fatalf("probe %d (up %v): write %v to %d state %s, want write %v to %d state %s (fails %d passes %d)",
+				i+1, step.up, d.Write, d.To, d.Record.State, step.wantWrite, step.wantTo, step.wantState, st.Fails, st.Passes)
+		}
+		if v := d.Verdict(e.Params(), &o); v == "" {
+			t.Errorf("probe %d: no verdict", i+1)
+		}
+		rec = d.Record
+		if d.Write {
+			kernel = d.To
+		}
+	}
+}

@@ -22,10 +22,13 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 		return "drained by the operator: not touched"
 	case tr.Frozen:
 		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
+	case o.Probed && o.ProbeErr != nil && o.Record.State == Managed:
+		return fmt.Sprintf("probe failed (%v), %d in a row of the %d that mark the server down: weight kept",
+			o.ProbeErr, tr.Fails, max(p.Availability.Fall, 1))
 	case o.Probed && o.ProbeErr != nil:
-		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers", o.ProbeErr)
+		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers %d probes in a row", o.ProbeErr, max(p.Availability.Rise, 1))
 	case o.Record.State == Down:
-		return "down: weight 0 until the server answers"
+		return fmt.Sprintf("down, answering again: %d of the %d probes in a row that restore its weight", tr.Passes, max(p.Availability.Rise, 1))
 	case g.Held > 0 && g.Raised:
 		return fmt.Sprintf("backlog guard: weight held at %d (raised from %d: far below its share of active connections while the service's backlog grew) until its active connections per unit of its weight %d are back to at least 1/%.1f of the service's median; the controller's weight is not written below it",
 			g.Held, g.From, g.From, p.Guard.Release)

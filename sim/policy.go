@@ -57,12 +57,15 @@ type PolicySpec struct {
 // LVSConfigTOML is the LVS dynamic-feedback formula exactly as documented:
 // the web-cluster example coefficients, A = 5, target 0.95, scale 10,
 // threshold 1, at the interval the LVS document recommends at its short end;
-// without the project's later additions (slow start, fail-static freeze),
-// which the LVS document does not have.
+// without the project's later additions (slow start, fail-static freeze,
+// fall/rise counts: the document marks a server down at the first missed
+// answer), which the LVS document does not have.
 const LVSConfigTOML = `interval = "5s"
 [availability]
 slow_start = "0s"
 freeze_share = 1
+fall = 1
+rise = 1
 [coefficients]
 input = 0.1
 cpu = 0.3
