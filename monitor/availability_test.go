@@ -233,12 +233,12 @@ func TestAgentLinesAreCapped(t *testing.T) {
 	}
 }
 
-// TestOneFailedProbeIsNotDown: with the default fall and rise (2 and 2) a
-// server whose probe fails once — a timeout on a busy director — keeps its
-// weight; at the second failure in a row it goes to 0; it comes back at
-// its second answer in a row, to the weight it had, through slow start,
-// and the log line says both.
-func TestOneFailedProbeIsNotDown(t *testing.T) {
+// TestOneTimeoutIsNotDown: with the default fall (2) a server whose probe
+// times out once — a busy director — keeps its weight; at the second
+// timeout in a row it goes to 0; it comes back at its next answer (rise 1),
+// to the weight it had, through slow start, and the log line says both. A
+// refused connection is the server's own answer: down at once.
+func TestOneTimeoutIsNotDown(t *testing.T) {
 	r := newRig(t)
 	cfg, err := ParseConfig("t.toml", []byte(strings.Replace(cpuOnlyConfig, "fall = 1\nrise = 1\n", "", 1)))
 	must(t, err)
@@ -254,14 +254,16 @@ func TestOneFailedProbeIsNotDown(t *testing.T) {
 	cycle(t, m)
 	r.agents.set(agentOf(rsB), 0.95) // at the target: 13 stays
 	for i, step := range []struct {
-		down bool
-		want int
-	}{{true, 13}, {false, 13}, {true, 13}, {true, 0}, {false, 0}, {false, 1}} {
-		r.prober.setDown(rsB, step.down)
+		slow, refused bool
+		want          int
+	}{{true, false, 13}, {false, false, 13}, {true, false, 13}, {true, false, 0}, {false, false, 1},
+		{false, true, 0}} {
+		r.prober.setSlow(rsB, step.slow)
+		r.prober.setDown(rsB, step.refused)
 		r.advance(time.Second)
 		cycle(t, m)
 		if got := r.weight(rsB); got != step.want {
-			t.Fatalf("cycle %d (probe down %v): B at %d, want %d\n%s", i+1, step.down, got, step.want, logs.String())
+			t.Fatalf("cycle %d (timeout %v, refused %v): B at %d, want %d\n%s", i+1, step.slow, step.refused, got, step.want, logs.String())
 		}
 	}
 	if !strings.Contains(logs.String(), `reason="reachable again: weight 13 restored (slow start from 1)"`) {

@@ -120,7 +120,7 @@ func DefaultConfig() Config {
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
-			Fall: 2, Rise: 2},
+			Fall: 2, Rise: 1},
 		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
 	}
 }

@@ -55,15 +55,28 @@ func (s *stubAgents) remove(addr string) {
 type stubProber struct {
 	mu   sync.Mutex
 	down map[netip.AddrPort]bool
+	slow map[netip.AddrPort]bool // its probes time out
 }
 
 func (p *stubProber) Probe(_ context.Context, s netip.AddrPort, _ ProbeConfig, _ time.Duration) (time.Duration, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.down[s] {
+	switch {
+	case p.down[s]:
 		return 0, fmt.Errorf("tcp probe %s: connection refused", s)
+	case p.slow[s]:
+		return 0, fmt.Errorf("tcp probe %s: %w", s, context.DeadlineExceeded)
 	}
 	return time.Millisecond, nil
+}
+
+func (p *stubProber) setSlow(s netip.AddrPort, slow bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slow == nil {
+		p.slow = map[netip.AddrPort]bool{}
+	}
+	p.slow[s] = slow
 }
 
 func (p *stubProber) setDown(s netip.AddrPort, down bool) {

@@ -2,7 +2,9 @@ package monitor
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,6 +135,7 @@ func (m *Monitor) logAgentNotes(notes []agentNote) {
 // probe measures r's response time, bounded by probe_timeout.
 func (m *Monitor) probe(ctx context.Context, r *destRow) {
 	r.st.ProbeRTT, r.st.ProbeErr = m.deps.Prober.Probe(ctx, r.st.Key.Dest, r.svc.Probe, m.cfg.ProbeTimeout)
+	r.st.ProbeTimedOut = timedOut(r.st.ProbeErr)
 	r.st.Probed = true
 }
 
@@ -142,4 +145,14 @@ func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr, m.cfg.AgentTimeout)
 	r.st.AgentDuration = time.Since(start)
 	r.st.Polled = true
+}
+
+// timedOut reports whether err is a timeout: the probe's deadline passed,
+// or the network said so.
+func timedOut(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -185,6 +185,10 @@ type Observed struct {
 	Probed   bool
 	ProbeErr error
 	ProbeRTT time.Duration
+	// ProbeTimedOut: the probe failed by timing out, which a busy
+	// director can cause as well as the server (a refused or reset
+	// connection is the server's answer).
+	ProbeTimedOut bool
 
 	Polled     bool // the agent was polled
 	AgentErr   error

@@ -222,9 +222,10 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 // availability applies the ownership side of the availability rules to a
 // server that is not drained, before any controller runs:
 //
-//   - probe failed Fall times in a row: a managed server goes to weight 0
-//     (Down), remembering its weight; before that, and while it stays down,
-//     its weight is kept;
+//   - probe refused (or failed otherwise than by a timeout), or timed out
+//     Fall times in a row: a managed server goes to weight 0 (Down),
+//     remembering its weight; before that, and while it stays down, its
+//     weight is kept;
 //   - probe answered Rise times in a row: a Down server gets its weight back
 //     (ramped by slow start, which a successful write starts).
 //
@@ -238,7 +239,7 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 	}
 	d.Trace.Fails, d.Trace.Passes = st.Fails, st.Passes
 	switch {
-	case o.Probed && o.ProbeErr != nil && rec.State == Managed && st.Fails >= max(av.Fall, 1):
+	case o.Probed && o.ProbeErr != nil && rec.State == Managed && (!o.ProbeTimedOut || st.Fails >= max(av.Fall, 1)):
 		down := rec
 		down.State, down.Written, down.RestoreWeight, down.Counter = Down, 0, o.Kernel, o.Counter
 		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true

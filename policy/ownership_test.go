@@ -247,10 +247,10 @@ func TestDrainAndUndrain(t *testing.T) {
 	}
 }
 
-// TestFallAndRise: with fall 2 and rise 2 a managed server goes down at its
-// second failed probe in a row, not its first; a down server comes back at
-// its second answer in a row; an answer between failures starts the count
-// again.
+// TestFallAndRise: with fall 2 and rise 2 a managed server whose probes
+// time out goes down at its second timeout in a row, not its first; a down
+// server comes back at its second answer in a row; an answer between
+// timeouts starts the count again; a refused probe is down at once.
 func TestFallAndRise(t *testing.T) {
 	e, err := NewEngine(Params{
 		Weight:       WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
@@ -261,24 +261,28 @@ func TestFallAndRise(t *testing.T) {
 	}
 	st := &ServerState{Ctrl: 10, CtrlSet: true}
 	rec, kernel := DestRecord{State: Managed, Written: 10}, 10
-	refused := errors.New("connection refused")
+	timeout := errors.New("i/o timeout")
 	for i, step := range []struct {
-		up        bool
-		wantWrite bool
-		wantTo    int
-		wantState Ownership
+		up, refused bool
+		wantWrite   bool
+		wantTo      int
+		wantState   Ownership
 	}{
-		{false, false, 0, Managed}, // 1st failure: kept
-		{true, false, 0, Managed},  // an answer: the count starts again
-		{false, false, 0, Managed}, // 1st failure again
-		{false, true, 0, Down},     // 2nd in a row: down
-		{false, false, 0, Down},    // still down
-		{true, false, 0, Down},     // 1st answer: still down
-		{true, true, 10, Managed},  // 2nd answer: weight 10 back (no slow start here)
+		{false, false, false, 0, Managed}, // 1st timeout: kept
+		{true, false, false, 0, Managed},  // an answer: the count starts again
+		{false, false, false, 0, Managed}, // 1st timeout again
+		{false, false, true, 0, Down},     // 2nd in a row: down
+		{false, false, false, 0, Down},    // still down
+		{true, false, false, 0, Down},     // 1st answer: still down
+		{true, false, true, 10, Managed},  // 2nd answer: weight 10 back (no slow start here)
+		{false, true, true, 0, Down},      // refused: down at once
 	} {
 		o := Observed{Record: rec, Configured: 10, Kernel: kernel, Probed: true}
-		if !step.up {
-			o.ProbeErr = refused
+		switch {
+		case step.refused:
+			o.ProbeErr = errors.New("connection refused")
+		case !step.up:
+			o.ProbeErr, o.ProbeTimedOut = timeout, true
 		}
 		d := NewDecision(KindCycle, kernel, rec)
 		e.step(&o, st, &d, 1)

@@ -87,10 +87,11 @@ type Availability struct {
 	// SlowStartFloor of its weight to all of it over this window. 0 disables.
 	SlowStart      time.Duration `toml:"slow_start"`
 	SlowStartFloor float64       `toml:"slow_start_floor"`
-	// Fall: a managed server is marked down (weight 0) after this many
-	// failed probes in a row; Rise: a down server gets its weight back
-	// after this many answered probes in a row. A cycle in which its
-	// service is frozen counts neither way.
+	// Fall: a managed server whose probes time out is marked down
+	// (weight 0) after this many in a row — a refused connection marks it
+	// down at once; Rise: a down server gets its weight back after this
+	// many answered probes in a row. A cycle in which its service is
+	// frozen counts neither way.
 	Fall int `toml:"fall"`
 	Rise int `toml:"rise"`
 }

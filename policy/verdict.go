@@ -23,7 +23,7 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 	case tr.Frozen:
 		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
 	case o.Probed && o.ProbeErr != nil && o.Record.State == Managed:
-		return fmt.Sprintf("probe failed (%v), %d in a row of the %d that mark the server down: weight kept",
+		return fmt.Sprintf("probe timed out (%v), %d in a row of the %d that mark the server down: weight kept",
 			o.ProbeErr, tr.Fails, max(p.Availability.Fall, 1))
 	case o.Probed && o.ProbeErr != nil:
 		return fmt.Sprintf("unreachable (%v): weight 0 until the server answers %d probes in a row", o.ProbeErr, max(p.Availability.Rise, 1))
