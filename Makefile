@@ -30,6 +30,7 @@ vet:
 # gofmt, go vet and staticcheck must all be clean.
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) run $(STATICCHECK) ./...
 
 test: lint
