@@ -8,7 +8,7 @@ all: build
 
 help:
 	@echo "make build        build every command (lvs-monitor, lvs-agent, lvsctl, …) into ./bin"
-	@echo "make test         gofmt, go vet, staticcheck, then go test -race ./... (what CI runs)"
+	@echo "make test         gofmt, go vet, go mod tidy -diff, staticcheck, then go test -race ./... (what CI runs)"
 	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, about 4 min)"
