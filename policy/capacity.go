@@ -9,7 +9,7 @@ import (
 
 // SmoothCapacity folds the n-th observation obs (n ≥ 1) into the smoothed
 // estimate prev with the bias-corrected geometric decay of the adaptive
-// prediction document (algorithm.md §3):
+// prediction document (shared/reference/algorithm.md, section 3):
 //
 //	U_{n} = ((1 − α)·O + (α − αⁿ)·U_{n−1}) / (1 − αⁿ)
 //

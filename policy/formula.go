@@ -61,7 +61,7 @@ type FormulaStep struct {
 	Next   int     // max(Min, round(After × Ramp)): the candidate weight
 }
 
-// lvsFormula is the LVS dynamic-feedback controller (algorithm.md §1).
+// lvsFormula is the LVS dynamic-feedback controller (shared/reference/algorithm.md, section 1).
 type lvsFormula struct{}
 
 func (lvsFormula) Name() string { return ControllerLVS }
