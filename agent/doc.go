@@ -10,7 +10,8 @@
 //     reported as an error; it is never replaced by zeros or by a stale
 //     number.
 //   - Serving: [NewHandler] and [NewServer] expose GET /v1/load (the latest
-//     Report as JSON) and GET /healthz on a hardened net/http server.
+//     Report as JSON) and GET /healthz on a hardened net/http server;
+//     [LimitConns] bounds its connections.
 //   - Decoding: [DecodeReport] and [Fetch] are the monitor's side of the
 //     wire contract. They refuse anything that is not a well-formed, bounded,
 //     current-schema Report with plausible values.

@@ -15,12 +15,15 @@ const (
 )
 
 // Server timeouts and limits. A reply is a few hundred bytes and is served
-// from memory, so every bound can be tight.
+// from memory, so every bound can be tight. A poller sends its whole
+// request at once and lvs-monitor opens a connection per poll, so a
+// connection that has sent no complete header after a second, or sits idle
+// for five, is not a poller's and only holds a slot.
 const (
-	readHeaderTimeout = 2 * time.Second
+	readHeaderTimeout = 1 * time.Second
 	readTimeout       = 5 * time.Second
 	writeTimeout      = 5 * time.Second
-	idleTimeout       = 30 * time.Second
+	idleTimeout       = 5 * time.Second
 	maxHeaderBytes    = 4 << 10
 	maxErrorLen       = 512
 )
@@ -97,7 +100,8 @@ func writeJSON(w http.ResponseWriter, code int, body []byte) {
 }
 
 // NewServer returns an http.Server for h on addr with every timeout set and
-// small header limits. Errors net/http logs (bad requests, panics) go to log
+// small header limits; serve it on a listener from [LimitConns] to bound
+// its connections too. Errors net/http logs (bad requests, panics) go to log
 // at warning level; a nil log discards them.
 func NewServer(addr string, h http.Handler, log *slog.Logger) *http.Server {
 	if log == nil {

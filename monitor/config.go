@@ -114,7 +114,7 @@ func DefaultConfig() Config {
 		Concurrency:   64,
 		StateDir:      "/var/lib/lvs-monitor",
 		AgentPort:     agent.DefaultPort,
-		MetricsListen: ":9772",
+		MetricsListen: "127.0.0.1:9772", // no authentication, and it names every server: docs/metrics.md
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,

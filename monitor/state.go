@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/google/renameio/v2"
 
@@ -45,10 +47,32 @@ type stateFile struct {
 // ErrCorruptState wraps every reason a state file cannot be used.
 var ErrCorruptState = errors.New("state file unusable")
 
+// CorruptStateError is FileStore.Load's error for a state file that exists
+// but cannot be used. Load moves such a file aside before the next Save
+// replaces it, so that it can be looked at or restored by hand; the
+// error's text says where it went.
+type CorruptStateError struct {
+	Path    string // the state file
+	Kept    string // where it was moved; "" if it could not be
+	KeepErr error  // why it could not be moved, when Kept is ""
+	Err     error  // what is wrong with it; wraps ErrCorruptState
+}
+
+func (e *CorruptStateError) Error() string {
+	msg := fmt.Sprintf("state file %s: %v", e.Path, e.Err)
+	if e.Kept != "" {
+		return msg + "; kept as " + e.Kept
+	}
+	return fmt.Sprintf("%s; could not keep it aside (%v): the next save replaces it", msg, e.KeepErr)
+}
+
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
 // FileStore keeps State in one JSON file, written atomically (a temporary
 // file in the same directory, fsync, rename, fsync of the directory).
 type FileStore struct {
 	Path string
+	now  func() time.Time // names the copies of unusable files; nil: time.Now
 }
 
 // NewFileStore returns a store for DIR/state.json, creating DIR (0700) if
@@ -62,22 +86,81 @@ func NewFileStore(dir string) (*FileStore, error) {
 
 // Load reads the state file. A missing file returns an empty State and an
 // error wrapping fs.ErrNotExist; an unreadable or malformed one returns an
-// empty State and an error wrapping ErrCorruptState. In both cases the
-// caller starts safe: every destination is unknown, so an unexplained
-// weight 0 is taken for an operator drain.
+// empty State and a *CorruptStateError (wrapping ErrCorruptState), after
+// moving the file to PATH.corrupt-<UTC time> (with .1, .2… if that name
+// is taken: an earlier copy is never replaced). In both cases the caller
+// starts safe: every destination is unknown, so an unexplained weight 0 is
+// taken for an operator drain.
 func (s *FileStore) Load() (State, error) {
 	data, err := os.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, fmt.Errorf("state file %s: %w", s.Path, err)
 	}
-	if err != nil {
-		return State{}, fmt.Errorf("state file %s: %w: %w", s.Path, ErrCorruptState, err)
+	if err == nil {
+		var st State
+		if st, err = decodeState(data); err == nil {
+			return st, nil
+		}
+	} else {
+		err = fmt.Errorf("%w: %w", ErrCorruptState, err)
 	}
-	st, err := decodeState(data)
-	if err != nil {
-		return State{}, fmt.Errorf("state file %s: %w", s.Path, err)
+	ce := &CorruptStateError{Path: s.Path, Err: err}
+	now := time.Now
+	if s.now != nil {
+		now = s.now
 	}
-	return st, nil
+	ce.Kept, ce.KeepErr = keepAside(s.Path, now())
+	return State{}, ce
+}
+
+// keepAside moves the file at path to path.corrupt-<UTC time>, or that
+// name with .1, .2… if taken, and returns the name it got. A hard link
+// cannot replace an existing name, so no earlier copy is lost; where a
+// hard link is not possible (a directory, a file of another user under
+// fs.protected_hardlinks) it renames to a name it has just seen free, in
+// the state directory, which only the monitor writes.
+func keepAside(path string, at time.Time) (string, error) {
+	base := path + ".corrupt-" + at.UTC().Format("20060102T150405Z")
+	for i := 0; i < 1000; i++ {
+		aside := base
+		if i > 0 {
+			aside = base + "." + strconv.Itoa(i)
+		}
+		err := os.Link(path, aside)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err == nil {
+			err = os.Remove(path)
+		} else if _, serr := os.Lstat(aside); serr == nil {
+			continue
+		} else if errors.Is(serr, fs.ErrNotExist) {
+			err = os.Rename(path, aside)
+		} else {
+			err = serr
+		}
+		if err != nil {
+			return "", fmt.Errorf("move to %s: %w", aside, err)
+		}
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			return "", err
+		}
+		return aside, nil
+	}
+	return "", fmt.Errorf("no free name %s[.N]", base)
+}
+
+// syncDir makes the renames in dir survive a power loss.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync state directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync state directory: %w", err)
+	}
+	return nil
 }
 
 func decodeState(data []byte) (State, error) {
@@ -125,24 +208,20 @@ func encodeState(st State) ([]byte, error) {
 	return json.Marshal(f)
 }
 
-// Save writes the state atomically and durably.
+// Save writes the state atomically and durably. The temporary file is
+// made in the state directory itself: renameio would otherwise use
+// $TMPDIR when it is on the same file system, which may be cleaned or
+// shared, and whose entries the state directory's fsync does not cover.
 func (s *FileStore) Save(st State) error {
 	data, err := encodeState(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	if err := renameio.WriteFile(s.Path, append(data, '\n'), 0o600); err != nil {
+	dir := filepath.Dir(s.Path)
+	if err := renameio.WriteFile(s.Path, append(data, '\n'), 0o600, renameio.WithTempDir(dir)); err != nil {
 		return fmt.Errorf("write state file: %w", err)
 	}
 	// renameio syncs the file; sync the directory so the rename survives a
 	// power loss too.
-	dir, err := os.Open(filepath.Dir(s.Path))
-	if err != nil {
-		return fmt.Errorf("sync state directory: %w", err)
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("sync state directory: %w", err)
-	}
-	return nil
+	return syncDir(dir)
 }

@@ -5,7 +5,7 @@
 // Usage:
 //
 //	lvs-agent [-listen :9771] [-interval 1s] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
-//	          [-disk-mounts /,/var] [-log-level info]
+//	          [-disk-mounts /,/var] [-max-conns 64] [-log-level info]
 //
 // Bad flags exit with status 2; a failure while running exits with 1.
 package main
@@ -43,6 +43,7 @@ type config struct {
 	interval time.Duration
 	source   string
 	mounts   []string
+	maxConns int
 	level    slog.Level
 }
 
@@ -56,6 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.interval, "interval", time.Second, "sampling `interval` (at least 100ms)")
 	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
 	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
+	fs.IntVar(&c.maxConns, "max-conns", agent.DefaultMaxConns, "at most this many `connections` open at once (1 to 65536); at the limit one that sent no request, from the address holding the most, is closed")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: lvs-agent [flags]\n\nServes this server's load to the lvs-feedback monitor.\n\n")
@@ -79,6 +81,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.interval < agent.MinInterval || c.interval > time.Hour {
 		return bad("-interval %v: want %v to 1h", c.interval, agent.MinInterval)
+	}
+	if c.maxConns < 1 || c.maxConns > 65536 {
+		return bad("-max-conns %d: want 1 to 65536", c.maxConns)
 	}
 	for _, m := range strings.Split(*mounts, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -130,6 +135,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		return 1
 	}
 	srv := agent.NewServer(c.listen, agent.NewHandler(sampler), log)
+	limited := agent.LimitConns(srv, ln, c.maxConns, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -139,9 +145,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		sampler.Run(ctx)
 	}()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(limited) }()
 	log.Info("lvs-agent started", "listen", ln.Addr().String(), "source", src.Name(),
-		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","))
+		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","), "max_conns", c.maxConns)
 	if ready != nil {
 		ready(ln.Addr())
 	}

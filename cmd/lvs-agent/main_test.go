@@ -31,6 +31,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		{[]string{"-disk-mounts", ""}, "-disk-mounts is empty"},
 		{[]string{"-disk-mounts", "/,relative"}, "not an absolute path"},
 		{[]string{"-disk-mounts", "/no/such/mount"}, "/no/such/mount"},
+		{[]string{"-max-conns", "0"}, "-max-conns 0: want 1 to 65536"},
+		{[]string{"-max-conns", "70000"}, "-max-conns 70000"},
 		{[]string{"-log-level", "loud"}, "-log-level"},
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"extra"}, "unexpected argument"},
