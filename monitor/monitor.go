@@ -119,12 +119,16 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	}
 	deps.Metrics.reload(true, float64(deps.Now().Unix())) // the initial load counts as one
 	st, err := deps.Store.Load()
+	var corrupt *CorruptStateError
 	switch {
 	case err == nil:
 		m.state = st
 	case errors.Is(err, fs.ErrNotExist):
 		log.Info("no state file: starting safe, a weight-0 server counts as drained by the operator", "error", err)
 		m.state = State{}
+	case errors.As(err, &corrupt) && corrupt.Previous != "":
+		log.Warn("state file unusable: the records of the previous save are used", "error", err)
+		m.state = st
 	default:
 		log.Warn("state file unusable: starting safe, a weight-0 server counts as drained by the operator", "error", err)
 		m.state = State{}

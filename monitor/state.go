@@ -53,26 +53,41 @@ var ErrCorruptState = errors.New("state file unusable")
 // error's text says where it went.
 type CorruptStateError struct {
 	Path    string // the state file
-	Kept    string // where it was moved; "" if it could not be
+	Kept    string // where it was moved; "" if it could not be (or ReadOnly)
 	KeepErr error  // why it could not be moved, when Kept is ""
 	Err     error  // what is wrong with it; wraps ErrCorruptState
+	// Previous is the copy of the last save (PATH.prev) whose records Load
+	// returned instead; "" when there was none that could be read.
+	Previous string
 }
 
 func (e *CorruptStateError) Error() string {
 	msg := fmt.Sprintf("state file %s: %v", e.Path, e.Err)
-	if e.Kept != "" {
-		return msg + "; kept as " + e.Kept
+	switch {
+	case e.Kept != "":
+		msg += "; kept as " + e.Kept
+	case e.KeepErr != nil:
+		msg = fmt.Sprintf("%s; could not keep it aside (%v): the next save replaces it", msg, e.KeepErr)
 	}
-	return fmt.Sprintf("%s; could not keep it aside (%v): the next save replaces it", msg, e.KeepErr)
+	if e.Previous != "" {
+		msg += "; its copy " + e.Previous + " is used instead"
+	}
+	return msg
 }
 
 func (e *CorruptStateError) Unwrap() error { return e.Err }
 
 // FileStore keeps State in one JSON file, written atomically (a temporary
 // file in the same directory, fsync, rename, fsync of the directory).
+//
+// Each save writes a second copy, PATH.prev, so that a state file damaged
+// later (a disk error, a hand edit) loses nothing.
 type FileStore struct {
 	Path string
-	now  func() time.Time // names the copies of unusable files; nil: time.Now
+	// ReadOnly: Load leaves an unusable file where it is and Save refuses
+	// (lvs-monitor -dry-run).
+	ReadOnly bool
+	now      func() time.Time // names the copies of unusable files; nil: time.Now
 }
 
 // NewFileStore returns a store for DIR/state.json, creating DIR (0700) if
@@ -88,9 +103,11 @@ func NewFileStore(dir string) (*FileStore, error) {
 // error wrapping fs.ErrNotExist; an unreadable or malformed one returns an
 // empty State and a *CorruptStateError (wrapping ErrCorruptState), after
 // moving the file to PATH.corrupt-<UTC time> (with .1, .2… if that name
-// is taken: an earlier copy is never replaced). In both cases the caller
-// starts safe: every destination is unknown, so an unexplained weight 0 is
-// taken for an operator drain.
+// is taken: an earlier copy is never replaced; not when ReadOnly). Then,
+// if the last save's copy (PATH.prev) reads, its records come back with
+// the error (CorruptStateError.Previous says so); otherwise, as for a missing
+// file, the caller starts safe: every destination is unknown, so an
+// unexplained weight 0 is taken for an operator drain.
 func (s *FileStore) Load() (State, error) {
 	data, err := os.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -109,9 +126,20 @@ func (s *FileStore) Load() (State, error) {
 	if s.now != nil {
 		now = s.now
 	}
-	ce.Kept, ce.KeepErr = keepAside(s.Path, now())
+	if !s.ReadOnly {
+		ce.Kept, ce.KeepErr = keepAside(s.Path, now())
+	}
+	if data, err := os.ReadFile(s.previous()); err == nil {
+		if st, err := decodeState(data); err == nil {
+			ce.Previous = s.previous()
+			return st, ce
+		}
+	}
 	return State{}, ce
 }
+
+// previous is the name of the last save's copy.
+func (s *FileStore) previous() string { return s.Path + ".prev" }
 
 // keepAside moves the file at path to path.corrupt-<UTC time>, or that
 // name with .1, .2… if taken, and returns the name it got. A hard link
@@ -213,13 +241,22 @@ func encodeState(st State) ([]byte, error) {
 // $TMPDIR when it is on the same file system, which may be cleaned or
 // shared, and whose entries the state directory's fsync does not cover.
 func (s *FileStore) Save(st State) error {
+	if s.ReadOnly {
+		return fmt.Errorf("state file %s: read-only (dry run)", s.Path)
+	}
 	data, err := encodeState(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
 	dir := filepath.Dir(s.Path)
-	if err := renameio.WriteFile(s.Path, append(data, '\n'), 0o600, renameio.WithTempDir(dir)); err != nil {
+	data = append(data, '\n')
+	if err := renameio.WriteFile(s.Path, data, 0o600, renameio.WithTempDir(dir)); err != nil {
 		return fmt.Errorf("write state file: %w", err)
+	}
+	// A second, separate copy (not a link: a file damaged in place would
+	// take a link with it), so that damage to one costs nothing.
+	if err := renameio.WriteFile(s.previous(), data, 0o600, renameio.WithTempDir(dir)); err != nil {
+		return fmt.Errorf("write the state file's copy: %w", err)
 	}
 	// renameio syncs the file; sync the directory so the rename survives a
 	// power loss too.

@@ -108,8 +108,9 @@ func TestFileStoreSaveWritesTempBesideTarget(t *testing.T) {
 			t.Errorf("save %d made files in TMPDIR: %v", i, ev)
 		}
 		ev := inState.events()
-		if len(ev) != 2 || !strings.HasPrefix(ev[0], "create ") || ev[0] == "create state.json" || ev[1] != "moved-to state.json" {
-			t.Errorf("save %d in the state directory: %v, want a temporary file created and renamed to state.json", i, ev)
+		if len(ev) != 4 || !strings.HasPrefix(ev[0], "create ") || ev[0] == "create state.json" || ev[1] != "moved-to state.json" ||
+			!strings.HasPrefix(ev[2], "create ") || ev[3] != "moved-to state.json.prev" {
+			t.Errorf("save %d in the state directory: %v, want a temporary file created and renamed to state.json, then its copy to state.json.prev", i, ev)
 		}
 	}
 	ents, err := os.ReadDir(stateDir)
@@ -120,8 +121,8 @@ func TestFileStoreSaveWritesTempBesideTarget(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"state.json"}) {
-		t.Errorf("state directory holds %v, want only state.json", names)
+	if !slices.Equal(names, []string{"state.json", "state.json.prev"}) {
+		t.Errorf("state directory holds %v, want only state.json and the previous save", names)
 	}
 	if fi, err := os.Stat(s.Path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("state file: %v, %v; want mode 0600", fi.Mode(), err)
@@ -238,5 +239,47 @@ func TestCorruptStateLogSaysWhereItWent(t *testing.T) {
 	e := &CorruptStateError{Path: "/var/lib/lvs-monitor/state.json", Err: ErrCorruptState, KeepErr: errors.New("read-only file system")}
 	if want := "state file /var/lib/lvs-monitor/state.json: state file unusable; could not keep it aside (read-only file system): the next save replaces it"; e.Error() != want {
 		t.Errorf("error text %q, want %q", e.Error(), want)
+	}
+}
+
+// A damaged state file loses nothing: Load returns the records of the last
+// save's copy — a down server stays down, to be restored when it answers —
+// and says so; a dry run's store leaves the damaged file where it is.
+func TestFileStoreFallsBackToThePreviousSave(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := ipvs.ParseServiceKey("192.0.2.10:80/tcp")
+	k := DestKey{Service: svc, Dest: netip.MustParseAddrPort("198.51.100.11:80")}
+	if err := s.Save(State{k: {State: policy.Managed, Written: 12}}); err != nil {
+		t.Fatal(err)
+	}
+	down := State{k: {State: policy.Down, RestoreWeight: 12}}
+	if err := s.Save(down); err != nil { // the last save: its copy has it too
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Path, []byte("{garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ro := &FileStore{Path: s.Path, ReadOnly: true}
+	st, err := ro.Load()
+	var ce *CorruptStateError
+	if !errors.As(err, &ce) || ce.Previous == "" || st[k].State != policy.Down || st[k].RestoreWeight != 12 {
+		t.Fatalf("read-only load of a damaged file: %v, %+v", err, st)
+	}
+	if data, _ := os.ReadFile(s.Path); string(data) != "{garbage" || ce.Kept != "" {
+		t.Errorf("a read-only store moved the damaged file (kept %q)", ce.Kept)
+	}
+	if err := ro.Save(down); err == nil {
+		t.Error("a read-only store saved")
+	}
+	st, err = s.Load()
+	if !errors.As(err, &ce) || ce.Previous == "" || ce.Kept == "" || st[k].State != policy.Down {
+		t.Fatalf("load of a damaged file: %v, %+v", err, st)
+	}
+	if !strings.Contains(err.Error(), "its copy") {
+		t.Errorf("the error does not say the copy is used: %v", err)
 	}
 }

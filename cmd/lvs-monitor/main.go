@@ -90,6 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("state", "error", err)
 		return 1
 	}
+	store.ReadOnly = *dryRun // a dry run leaves even an unusable state file where it is
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := monitor.New(cfg, monitor.Deps{
