@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -130,21 +131,8 @@ func (ctxProber) Probe(ctx context.Context, _ netip.AddrPort, _ ProbeConfig, _ t
 func TestAgentChangesAreLoggedPerServer(t *testing.T) {
 	r := newRig(t)
 	var buf bytes.Buffer
-	store, err := NewFileStore(r.dir)
-	must(t, err)
-	// Six more servers, in the table and the configuration, without agents.
-	cfg := r.cfg
-	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
-	var extra []netip.AddrPort
-	for i := range 6 {
-		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(20 + i)}), 80)
-		must(t, r.table.AddDestination(svcKey, rs, 10))
-		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
-		extra = append(extra, rs)
-	}
-	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
-		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, false)
-	must(t, err)
+	cfg, extra := withServersWithoutAgents(t, r, 6)
+	m := monitorLoggingTo(t, r, cfg, &buf)
 	lines := func(msg string) []string {
 		var out []string
 		for l := range strings.Lines(buf.String()) {
@@ -211,19 +199,8 @@ func TestAgentChangesAreLoggedPerServer(t *testing.T) {
 func TestAgentLinesAreCapped(t *testing.T) {
 	r := newRig(t)
 	var buf bytes.Buffer
-	store, err := NewFileStore(r.dir)
-	must(t, err)
-	cfg := r.cfg
-	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
-	n := maxAgentLines + 7
-	for i := range n {
-		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 101, byte(i)}), 80)
-		must(t, r.table.AddDestination(svcKey, rs, 10))
-		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
-	}
-	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
-		Logger: slog.New(slog.NewTextHandler(&buf, nil))}, false)
-	must(t, err)
+	cfg, _ := withServersWithoutAgents(t, r, maxAgentLines+7)
+	m := monitorLoggingTo(t, r, cfg, &buf)
 	cycle(t, m)
 	if got := strings.Count(buf.String(), "level=WARN msg=\"agent not answering"); got != maxAgentLines {
 		t.Errorf("%d warnings, want %d", got, maxAgentLines)
@@ -269,4 +246,31 @@ func TestOneTimeoutIsNotDown(t *testing.T) {
 	if !strings.Contains(logs.String(), `reason="reachable again: weight 13 restored (slow start from 1)"`) {
 		t.Errorf("the restore does not say the weight:\n%s", logs.String())
 	}
+}
+
+// withServersWithoutAgents adds n servers (198.51.100.20…) to r's table
+// and to a copy of its configuration, with no agent answering for them.
+func withServersWithoutAgents(t *testing.T, r *rig, n int) (Config, []netip.AddrPort) {
+	t.Helper()
+	cfg := r.cfg
+	cfg.Services = append([]ServiceConfig(nil), cfg.Services...)
+	var added []netip.AddrPort
+	for i := range n {
+		rs := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100 + byte((20+i)/256), byte(20 + i)}), 80)
+		must(t, r.table.AddDestination(svcKey, rs, 10))
+		cfg.Services[0].Servers = append(cfg.Services[0].Servers, ServerConfig{Address: rs.String(), Weight: 10, Addr: rs, AgentAddr: agentOf(rs)})
+		added = append(added, rs)
+	}
+	return cfg, added
+}
+
+// monitorLoggingTo is r's monitor for cfg, logging to w.
+func monitorLoggingTo(t *testing.T, r *rig, cfg Config, w io.Writer) *Monitor {
+	t.Helper()
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	m, err := New(cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(w, nil))}, false)
+	must(t, err)
+	return m
 }
