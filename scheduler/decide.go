@@ -66,6 +66,9 @@ type NodeConfig struct {
 	// SaveEpoch persists a new epoch; it is called before the epoch is
 	// used and the director does not write if it fails (EpochStore.Save).
 	SaveEpoch func(uint64) error
+	// SaveApplied persists the record of the followers' edits applied
+	// (AppliedStore.Save); Applied calls it before the edit is replayed.
+	SaveApplied func(map[string]EditPos) error
 }
 
 // PeerView is what a Node knows about one peer.
@@ -140,6 +143,9 @@ func NewNode(cfg NodeConfig, epoch uint64, now time.Time) (*Node, error) {
 	}
 	if cfg.SaveEpoch == nil {
 		cfg.SaveEpoch = func(uint64) error { return nil }
+	}
+	if cfg.SaveApplied == nil {
+		cfg.SaveApplied = func(map[string]EditPos) error { return nil }
 	}
 	return &Node{cfg: cfg, epoch: epoch, maxSeen: epoch, phase: PhaseStandby, started: now, peers: map[string]*PeerView{},
 		applied: map[string]EditPos{}, confirmed: map[string]EditPos{}}, nil
@@ -302,8 +308,8 @@ func (n *Node) ShouldAdopt(m Message, now time.Time) bool {
 }
 
 // NewEdits returns the edits in m that this director, if it writes, has not
-// applied yet, in order. Apply each to the table (as an operator's write),
-// then call Applied.
+// applied yet, in order. For each, call Applied, then apply it to the table
+// (as an operator's write) if Applied succeeded.
 func (n *Node) NewEdits(m Message) []Edit {
 	if !n.writing || m.Sender == n.cfg.Self {
 		return nil
@@ -327,12 +333,35 @@ func (n *Node) NewEdits(m Message) []Edit {
 	return out
 }
 
-// Applied records that the edit at pos from sender has been written to the
-// table (or given up on). It is acknowledged once ConfirmEdits says the
-// state read back from the table reflects it.
-func (n *Node) Applied(sender string, pos EditPos) {
-	if pos.After(n.applied[sender]) {
-		n.applied[sender] = pos
+// Applied records, durably (SaveApplied), that the edit at pos from sender
+// is being applied to the table, before it is: an edit is applied at most
+// once, even across a restart of this director (see RestoreApplied). When
+// persisting fails nothing is recorded and the edit must not be applied;
+// it comes again with the sender's next message. The edit is acknowledged
+// once ConfirmEdits says the state read back from the table reflects it.
+func (n *Node) Applied(sender string, pos EditPos) error {
+	if !pos.After(n.applied[sender]) {
+		return nil
+	}
+	next := make(map[string]EditPos, len(n.applied)+1)
+	for p, q := range n.applied {
+		next[p] = q
+	}
+	next[sender] = pos
+	if err := n.cfg.SaveApplied(next); err != nil {
+		return fmt.Errorf("scheduler: record the edit %d/%d from %s: %w", pos.Epoch, pos.ID, sender, err)
+	}
+	n.applied = next
+	return nil
+}
+
+// RestoreApplied seeds the record of applied edits with the persisted one
+// (AppliedStore.Load), at start. A position never moves backwards.
+func (n *Node) RestoreApplied(applied map[string]EditPos) {
+	for p, pos := range applied {
+		if pos.After(n.applied[p]) {
+			n.applied[p] = pos
+		}
 	}
 }
 

@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -217,12 +220,18 @@ func TestNodeEditsAndAcks(t *testing.T) {
 	if len(got) != 2 || got[0].Pos.ID != 1 || got[1].Pos.ID != 2 {
 		t.Fatalf("NewEdits = %+v, want both in order", got)
 	}
-	n.Applied("b", got[0].Pos)
+	mustApply := func(pos EditPos) {
+		t.Helper()
+		if err := n.Applied("b", pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(got[0].Pos)
 	if got := n.NewEdits(m); len(got) != 1 || got[0].Pos.ID != 2 {
 		t.Errorf("after applying the first: %+v", got)
 	}
-	n.Applied("b", EditPos{3, 2})
-	n.Applied("b", EditPos{3, 1}) // never backwards
+	mustApply(EditPos{3, 2})
+	mustApply(EditPos{3, 1}) // never backwards
 	if got := n.NewEdits(m); len(got) != 0 {
 		t.Errorf("after applying both: %+v", got)
 	}
@@ -336,5 +345,64 @@ func TestOutbox(t *testing.T) {
 	}
 	if e1.Pos.Epoch != 4 || e3.Pos.ID <= e2.Pos.ID {
 		t.Errorf("positions %+v %+v %+v", e1.Pos, e2.Pos, e3.Pos)
+	}
+}
+
+// TestAppliedEditsSurviveRestart: the writer records an edit before it
+// applies it, durably; a restarted writer restores the record and does not
+// apply the edit again. When the record cannot be written, the edit is
+// not recorded (and must not be applied).
+func TestAppliedEditsSurviveRestart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	store := NewAppliedStore(filepath.Join(t.TempDir(), "sync-applied"))
+	writer := func() *Node {
+		t.Helper()
+		rec, err := store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: store.Save}, 1, now)
+		n.RestoreApplied(rec)
+		n.SetRole(Active)
+		n.Step(now)
+		return n
+	}
+	drain := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 1}, Key: simKeys[2], Weight: 0}}}
+	n := writer()
+	got := n.NewEdits(drain)
+	if len(got) != 1 {
+		t.Fatalf("NewEdits = %+v", got)
+	}
+	if err := n.Applied("b", got[0].Pos); err != nil {
+		t.Fatal(err)
+	}
+	// The writer restarts before the follower heard the acknowledgement:
+	// the follower sends the same edit again.
+	n = writer()
+	if got := n.NewEdits(drain); len(got) != 0 {
+		t.Errorf("a restarted writer applies the edit again: %+v", got)
+	}
+	next := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 2}, Key: simKeys[2], Weight: 10}}}
+	if got := n.NewEdits(next); len(got) != 1 {
+		t.Errorf("the follower's next edit: %+v", got)
+	}
+
+	// A record that cannot be written records nothing.
+	failing, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: func(map[string]EditPos) error { return errors.New("disk full") }}, 1, now)
+	failing.SetRole(Active)
+	failing.Step(now)
+	if err := failing.Applied("b", EditPos{3, 1}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Applied with a failing store: %v", err)
+	}
+	if got := failing.NewEdits(drain); len(got) != 1 {
+		t.Errorf("an edit not recorded is not offered again: %+v", got)
+	}
+
+	// A corrupt file is an error, not an empty record.
+	if err := os.WriteFile(store.path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Load(); !errors.Is(err, ErrCorruptApplied) {
+		t.Errorf("corrupt file: %v", err)
 	}
 }

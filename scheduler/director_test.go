@@ -180,12 +180,14 @@ func (d *simDirector) handle(msgs []Message, now time.Time) NodeStatus {
 			d.adopt(m, now)
 		}
 		for _, e := range d.node.NewEdits(m) {
-			// Replay the operator's write here; the next reconcile
-			// classifies it exactly like a local ipvsadm.
+			// Record it, then replay the operator's write here; the next
+			// reconcile classifies it exactly like a local ipvsadm.
+			if err := d.node.Applied(m.Sender, e.Pos); err != nil {
+				panic(err)
+			}
 			if err := d.table.SetWeight(e.Key.Service, e.Key.Dest, d.weight(e.Key), e.Weight); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 				panic(err)
 			}
-			d.node.Applied(m.Sender, e.Pos)
 		}
 	}
 	st, err := d.node.Step(now)
