@@ -139,13 +139,16 @@ func (p *pair) step(ctx context.Context) {
 	was := p.node.Writer()
 	st, err := p.node.Step(p.m.deps.Now())
 	if err != nil {
-		p.log.Error("sync: cannot take over", "error", err)
+		p.log.Error("sync: cannot persist a new epoch; not taking it", "error", err)
 	}
 	if st.Reason != "" {
 		p.log.Info("sync: "+st.Reason, "phase", st.Phase, "writer", st.Writer, "epoch", st.Epoch, "leader", st.Leader)
 	}
-	if st.Writer {
+	switch {
+	case st.Writer:
 		p.outbox = scheduler.NewOutbox(p.node.Epoch()) // a writer's own table holds its edits
+	case st.EpochChanged:
+		p.outbox.Renumber(st.Epoch) // moved past an epoch the writer holds: its edits must look new
 	}
 	p.m.setFollower(!st.Writer)
 	if st.Writer != was {
@@ -214,7 +217,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 // publish sends this director's view to its peers: a writer its snapshot
 // and acknowledgements, a follower its pending operator edits.
 func (p *pair) publish() {
-	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer()}
+	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer(), Heard: p.node.Heard()}
 	if msg.Writer {
 		msg.Snapshot = p.m.snapshot()
 		msg.Acks = p.node.Acks()

@@ -340,7 +340,8 @@ func FuzzVerify(f *testing.F) {
 // that seals again.
 func FuzzPayload(f *testing.F) {
 	k := testKey(f, 1)
-	m := Message{Writer: true, Snapshot: sampleSnapshot(), Edits: []Edit{{Pos: EditPos{1, 2}, Key: simKeys[0], Weight: 3}}, Acks: []Ack{{Peer: "b", Pos: EditPos{1, 1}}}}
+	m := Message{Writer: true, Snapshot: sampleSnapshot(), Edits: []Edit{{Pos: EditPos{1, 2}, Key: simKeys[0], Weight: 3}}, Acks: []Ack{{Peer: "b", Pos: EditPos{1, 1}}},
+		Heard: []PeerEpoch{{Peer: "b", Epoch: 3}}}
 	p, err := encodePayload(&m)
 	if err != nil {
 		f.Fatal(err)
@@ -348,6 +349,7 @@ func FuzzPayload(f *testing.F) {
 	f.Add(p)
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"services":[{"svc":"fwmark:1","dests":[{"a":"10.0.0.1:0","s":"down","w":0,"c":1e308}]}]}`))
+	f.Add([]byte(`{"heard":[{"peer":"","e":1}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		hdr := Message{Version: Version, Sender: "a", Epoch: 1, Seq: 1}
 		frame, err := sealPayload(k, &hdr, testNonce, payload)

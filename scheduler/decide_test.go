@@ -406,3 +406,80 @@ func TestAppliedEditsSurviveRestart(t *testing.T) {
 		t.Errorf("corrupt file: %v", err)
 	}
 }
+
+// TestNodeMovesPastEpochHeldByPeer: a director whose epoch file was lost
+// restarts at epoch 1 while the writer last accepted its epoch 4. The
+// writer's messages say so (Heard); the director takes epoch 5, persisted
+// first, and its pending edits move to it so the writer takes them as new.
+func TestNodeMovesPastEpochHeldByPeer(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var saved []uint64
+	fail := false
+	save := func(e uint64) error {
+		if fail {
+			return errors.New("read-only file system")
+		}
+		saved = append(saved, e)
+		return nil
+	}
+	b, _ := NewNode(NodeConfig{Self: "b", PeerTimeout: time.Minute, SaveEpoch: save}, 1, now)
+	b.SetRole(Standby)
+	out := NewOutbox(1)
+	drain := out.Add(simKeys[2], 0)
+
+	// The writer's record: it accepted b's epoch 4 before b restarted.
+	w, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute}, 6, now)
+	w.Observe(Message{Sender: "b", Epoch: 4}, now)
+	w.Observe(Message{Sender: "c", Epoch: 2}, now)
+	if got := w.Heard(); !reflect.DeepEqual(got, []PeerEpoch{{"b", 4}, {"c", 2}}) {
+		t.Fatalf("Heard = %+v", got)
+	}
+	if err := w.Applied("b", EditPos{4, 3}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Persisting fails: the epoch stays, the error says why, and the next
+	// Step tries again.
+	fail = true
+	b.Observe(Message{Sender: "a", Epoch: 6, Writer: true, Heard: w.Heard()}, now)
+	st, err := b.Step(now)
+	if err == nil || !strings.Contains(err.Error(), "read-only") || st.Epoch != 1 || st.EpochChanged {
+		t.Errorf("failing store: %+v, %v", st, err)
+	}
+	fail = false
+	st, err = b.Step(now)
+	if err != nil || st.Epoch != 5 || !st.EpochChanged || !strings.Contains(st.Reason, "epoch 4") || !reflect.DeepEqual(saved, []uint64{5}) {
+		t.Fatalf("after the writer's message: %+v, %v, saved %v", st, err, saved)
+	}
+	out.Renumber(st.Epoch)
+	moved := out.Pending()
+	if len(moved) != 1 || moved[0].Pos != (EditPos{5, 1}) || moved[0].Key != drain.Key || moved[0].Weight != 0 {
+		t.Errorf("pending after Renumber: %+v", moved)
+	}
+	w.SetRole(Active)
+	w.Step(now)
+	if got := w.NewEdits(Message{Sender: "b", Epoch: 5, Edits: moved}); len(got) != 1 {
+		t.Errorf("the writer does not take the renumbered drain: %+v", got)
+	}
+	if got := w.NewEdits(Message{Sender: "b", Epoch: 1, Edits: []Edit{drain}}); len(got) != 0 {
+		t.Errorf("the old numbering would have looked applied already, got %+v", got)
+	}
+
+	// Once the writer accepted epoch 5 it says 5: nothing moves any more,
+	// nor for another peer's epoch.
+	b.Observe(Message{Sender: "a", Epoch: 6, Writer: true, Heard: []PeerEpoch{{"b", 5}, {"c", 9}}}, now)
+	if st, err := b.Step(now); err != nil || st.Epoch != 5 || st.EpochChanged {
+		t.Errorf("after the writer accepted epoch 5: %+v, %v", st, err)
+	}
+
+	// A writer moves past too, and keeps writing at the new epoch.
+	a, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute}, 2, now)
+	a.SetRole(Active)
+	if st, _ := a.Step(now); !st.Writer {
+		t.Fatalf("a does not write: %+v", st)
+	}
+	a.Observe(Message{Sender: "b", Epoch: 5, Heard: []PeerEpoch{{"a", 7}}}, now)
+	if st, err := a.Step(now); err != nil || !st.Writer || st.Epoch != 8 || !st.EpochChanged {
+		t.Errorf("writer behind its peer's record: %+v, %v", st, err)
+	}
+}

@@ -155,7 +155,7 @@ func (d *simDirector) cycle() {
 func (d *simDirector) message() Message {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := Message{Sender: d.id, Epoch: d.node.Epoch(), Writer: d.node.Writer()}
+	m := Message{Sender: d.id, Epoch: d.node.Epoch(), Writer: d.node.Writer(), Heard: d.node.Heard()}
 	if m.Writer {
 		for _, k := range simKeys {
 			m.Snapshot.Dests = append(m.Snapshot.Dests, d.rec[k])
@@ -194,9 +194,12 @@ func (d *simDirector) handle(msgs []Message, now time.Time) NodeStatus {
 	if err != nil {
 		panic(err)
 	}
-	if st.Writer {
+	switch {
+	case st.Writer:
 		// Pending edits are moot for a writer: its table holds them.
 		d.out = NewOutbox(d.node.Epoch())
+	case st.EpochChanged:
+		d.out.Renumber(st.Epoch)
 	}
 	return st
 }

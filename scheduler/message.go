@@ -134,6 +134,14 @@ type Ack struct {
 	Pos  EditPos
 }
 
+// PeerEpoch is the epoch a director last accepted from a peer. A director
+// that sees its own id with an epoch above its own has lost its epoch (a
+// lost or restored epoch file) and moves past it (Node.Observe).
+type PeerEpoch struct {
+	Peer  string
+	Epoch uint64
+}
+
 // Message is what one director tells its peers every cycle.
 type Message struct {
 	// Filled in by the Pusher (and checked by the Verifier).
@@ -151,6 +159,9 @@ type Message struct {
 	Snapshot Snapshot
 	Edits    []Edit // from a follower: operator edits not yet acknowledged
 	Acks     []Ack  // from the writer: edits applied, per follower
+	// Heard is the epoch this director last accepted from each peer
+	// (Node.Heard).
+	Heard []PeerEpoch
 }
 
 // Claim is the sender's claim to be the writer.
@@ -161,6 +172,7 @@ func (m Message) Clone() Message {
 	m.Snapshot = m.Snapshot.Clone()
 	m.Edits = slices.Clone(m.Edits)
 	m.Acks = slices.Clone(m.Acks)
+	m.Heard = slices.Clone(m.Heard)
 	return m
 }
 
@@ -228,6 +240,11 @@ func (m *Message) validate() error {
 			return fmt.Errorf("ack for invalid peer id %q", a.Peer)
 		}
 	}
+	for _, h := range m.Heard {
+		if !ValidSender(h.Peer) {
+			return fmt.Errorf("epoch heard from invalid peer id %q", h.Peer)
+		}
+	}
 	return nil
 }
 
@@ -270,6 +287,7 @@ type wirePayload struct {
 	Services []wireService `json:"services,omitempty"`
 	Edits    []wireEdit    `json:"edits,omitempty"`
 	Acks     []wireAck     `json:"acks,omitempty"`
+	Heard    []wireHeard   `json:"heard,omitempty"`
 }
 
 type wireService struct {
@@ -301,6 +319,11 @@ type wireAck struct {
 	Peer  string `json:"peer"`
 	Epoch uint64 `json:"e"`
 	ID    uint64 `json:"i"`
+}
+
+type wireHeard struct {
+	Peer  string `json:"peer"`
+	Epoch uint64 `json:"e"`
 }
 
 // encodePayload returns the JSON payload of m, destinations grouped by
@@ -336,6 +359,9 @@ func encodePayload(m *Message) ([]byte, error) {
 	}
 	for _, a := range m.Acks {
 		p.Acks = append(p.Acks, wireAck{Peer: a.Peer, Epoch: a.Pos.Epoch, ID: a.Pos.ID})
+	}
+	for _, h := range m.Heard {
+		p.Heard = append(p.Heard, wireHeard(h))
 	}
 	return json.Marshal(p)
 }
@@ -390,6 +416,9 @@ func decodePayload(data []byte, m *Message) error {
 	}
 	for _, w := range p.Acks {
 		m.Acks = append(m.Acks, Ack{Peer: w.Peer, Pos: EditPos{Epoch: w.Epoch, ID: w.ID}})
+	}
+	for _, w := range p.Heard {
+		m.Heard = append(m.Heard, PeerEpoch(w))
 	}
 	return m.validate()
 }

@@ -19,6 +19,7 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 		Snapshot: sampleSnapshot(),
 		Edits:    []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0}},
 		Acks:     []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
+		Heard:    []PeerEpoch{{Peer: "dir-b", Epoch: 4}, {Peer: "dir-c", Epoch: 1}},
 	}
 	frame, err := Seal(k, in, testNonce)
 	if err != nil {
@@ -79,6 +80,7 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
 		"bad ack peer":     {Sender: "a", Acks: []Ack{{Peer: ""}}},
 		"bad edit weight":  {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
+		"bad heard peer":   {Sender: "a", Heard: []PeerEpoch{{Peer: "b c", Epoch: 1}}},
 	}
 	for name, m := range cases {
 		if _, err := Seal(k, m, testNonce); !errors.Is(err, ErrInvalid) {

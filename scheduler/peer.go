@@ -239,6 +239,12 @@ func NewPusher(cfg PusherConfig) (*Pusher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pusher{cfg: cfg, log: log}
+	// Sequence numbers continue from the clock, not from 1: a director
+	// that restarted into the epoch of its previous run (its epoch file
+	// lost and re-created) still sends above that run's numbers.
+	if now := cfg.Now().UnixNano(); now > 0 {
+		p.seq.Store(uint64(now))
+	}
 	seen := map[string]bool{}
 	for _, a := range cfg.Peers {
 		if _, _, err := net.SplitHostPort(a); err != nil {

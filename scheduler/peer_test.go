@@ -958,3 +958,34 @@ func TestPusherInvalidMessage(t *testing.T) {
 	p.Publish(Message{Epoch: 1})
 	waitFor(t, 2*time.Second, "a valid message", func() bool { return len(in.Take()) == 1 })
 }
+
+// TestPusherRestartSameEpoch: a director that restarts into the epoch of
+// its previous run (its epoch file lost and re-created, and as many
+// restarts since) is not refused as a replay: its sequence numbers
+// continue from the clock, above the previous run's.
+func TestPusherRestartSameEpoch(t *testing.T) {
+	leakCheck(t)
+	k := testKey(t, 7)
+	in := NewInbox()
+	l := startListener(t, ListenerConfig{Self: "b", Key: k}, in.Put)
+	run := func(n int) {
+		t.Helper()
+		p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{l.Addr().String()}, RetryInterval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		for i := range n {
+			p.Publish(Message{Epoch: 1, Writer: true, Snapshot: Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
+			waitFor(t, 5*time.Second, "the frame", func() bool { return len(in.Take()) == 1 })
+		}
+	}
+	run(5)
+	run(1)
+	if n := l.Counters().Rejected(ErrReplay); n != 0 {
+		t.Errorf("%d frames of the restarted pusher refused as replays", n)
+	}
+}
