@@ -429,7 +429,10 @@ func (p *Pusher) exchange(c *pushConn, out *outgoing, payload []byte) error {
 	if !c.greeted {
 		var hello [helloLen]byte
 		if _, err := io.ReadFull(c, hello[:]); err != nil {
-			return fmt.Errorf("read the peer's challenge (an lvs-monitor of protocol version 1 sends none: upgrade it): %w", err)
+			if isTimeout(err) {
+				return fmt.Errorf("no challenge from the peer (an lvs-monitor of protocol version 1 sends none: upgrade it): %w", err)
+			}
+			return fmt.Errorf("read the peer's challenge (the peer closes connections over its bounds, see its log): %w", err)
 		}
 		n, err := parseHello(hello[:])
 		if err != nil {
