@@ -25,7 +25,8 @@
 //   - decide.go: the pure decision logic — who writes (Node, the
 //     split-brain rule), what a follower writes to its table (Plan), and
 //     the forwarding of operator edits made on a follower (Outbox);
-//   - epoch.go: the persisted epoch counter.
+//   - epoch.go: the persisted epoch counter and the writer's record of
+//     the followers' edits it applied.
 //
 // The package does not import the monitor, and it decides no weight: the
 // monitor converts its ownership records to and from DestState, and the
