@@ -44,14 +44,18 @@ demo: build
 	./$(BIN)/lvs-demo -agent ./$(BIN)/lvs-agent
 
 # Each fuzz target for FUZZTIME (default 20s): the agent-reply decoder, the
-# config loader, the sync frame verifier and payload decoder. Seed corpora
-# are committed under each package's testdata/fuzz and run by `make test`.
+# config loader, the sync frame verifier, payload decoder and header check
+# (what the listener reads before a frame authenticates), and the pusher's
+# parsing of hellos and acknowledgements. Seed corpora are committed under
+# each package's testdata/fuzz and run by `make test`.
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./agent/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./monitor/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzPayload$$' -fuzztime $(FUZZTIME) ./scheduler/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerifyHeader$$' -fuzztime $(FUZZTIME) ./scheduler/
+	$(GO) test -run '^$$' -fuzz '^FuzzPusherReplies$$' -fuzztime $(FUZZTIME) ./scheduler/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.

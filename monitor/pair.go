@@ -66,17 +66,23 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
+	appliedStore := scheduler.NewAppliedStore(filepath.Join(m.cfg.StateDir, "sync-applied"))
+	applied, err := appliedStore.Load()
+	if err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
 	var peerIDs, peerAddrs []string
 	for _, p := range cfg.Peers {
 		peerIDs = append(peerIDs, p.ID)
 		peerAddrs = append(peerAddrs, p.Address)
 	}
 	node, err := scheduler.NewNode(scheduler.NodeConfig{
-		Self: cfg.ID, PeerTimeout: 3 * m.cfg.Interval, ExpectPeers: len(cfg.Peers), SaveEpoch: epochs.Save,
+		Self: cfg.ID, PeerTimeout: 3 * m.cfg.Interval, ExpectPeers: len(cfg.Peers), SaveEpoch: epochs.Save, SaveApplied: appliedStore.Save,
 	}, epoch, m.deps.Now())
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
+	node.RestoreApplied(applied) // a restarted writer never replays an edit twice
 	ln, err := scheduler.NewListener(scheduler.ListenerConfig{
 		Self: cfg.ID, Key: key, Addr: cfg.Listen, Listener: m.deps.SyncListener, Senders: peerIDs, Logger: m.log,
 	})
@@ -133,13 +139,16 @@ func (p *pair) step(ctx context.Context) {
 	was := p.node.Writer()
 	st, err := p.node.Step(p.m.deps.Now())
 	if err != nil {
-		p.log.Error("sync: cannot take over", "error", err)
+		p.log.Error("sync: cannot persist a new epoch; not taking it", "error", err)
 	}
 	if st.Reason != "" {
 		p.log.Info("sync: "+st.Reason, "phase", st.Phase, "writer", st.Writer, "epoch", st.Epoch, "leader", st.Leader)
 	}
-	if st.Writer {
+	switch {
+	case st.Writer:
 		p.outbox = scheduler.NewOutbox(p.node.Epoch()) // a writer's own table holds its edits
+	case st.EpochChanged:
+		p.outbox.Renumber(st.Epoch) // moved past an epoch the writer holds: its edits must look new
 	}
 	p.m.setFollower(!st.Writer)
 	if st.Writer != was {
@@ -191,10 +200,15 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 			}
 		}
 		for _, e := range p.node.NewEdits(msg) {
+			// Recorded first: at most once, even if this director stops
+			// right after the write.
+			if err := p.node.Applied(msg.Sender, e.Pos); err != nil {
+				p.log.Error("sync: operator edit from another director not applied; retried with its next message", "from", msg.Sender, "error", err)
+				break
+			}
 			if err := p.m.replayEdit(DestKey(e.Key), e.Weight); err != nil {
 				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
 			}
-			p.node.Applied(msg.Sender, e.Pos)
 		}
 	}
 	p.step(ctx)
@@ -203,7 +217,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 // publish sends this director's view to its peers: a writer its snapshot
 // and acknowledgements, a follower its pending operator edits.
 func (p *pair) publish() {
-	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer()}
+	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer(), Heard: p.node.Heard()}
 	if msg.Writer {
 		msg.Snapshot = p.m.snapshot()
 		msg.Acks = p.node.Acks()

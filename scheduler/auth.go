@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -113,7 +114,8 @@ var (
 	ErrUnknownSender = errors.New("sender is not a configured peer")
 	ErrStaleEpoch    = errors.New("epoch older than the sender's last accepted epoch")
 	ErrReplay        = errors.New("sequence number not above the sender's last accepted one: replayed or reordered")
-	ErrExpired       = errors.New("frame sent too long ago (or in the future): check the clocks")
+	ErrExpired       = errors.New("frame too old (or from the future)")
+	ErrChallenge     = errors.New("frame answers another challenge than this connection's: a replayed capture")
 )
 
 // reasons lists the rejection reasons with their metric label, in the
@@ -132,7 +134,11 @@ var reasons = []struct {
 	{ErrStaleEpoch, "stale_epoch"},
 	{ErrReplay, "replay"},
 	{ErrExpired, "expired"},
+	{ErrChallenge, "challenge"},
 }
+
+// numReasons is len(reasons).
+const numReasons = 11
 
 // RejectReason returns the metric label of a rejection error ("bad_mac",
 // "replay", ...), or "" when err is not a rejection.
@@ -149,7 +155,7 @@ func RejectReason(err error) string {
 // value is ready; it is safe for concurrent use.
 type Counters struct {
 	accepted atomic.Uint64
-	rejected [10]atomic.Uint64 // indexed like reasons
+	rejected [numReasons]atomic.Uint64 // indexed like reasons
 }
 
 // Accepted returns how many frames were accepted.
@@ -189,31 +195,49 @@ func (c *Counters) count(err error) {
 	}
 }
 
-// Seal returns m as a frame authenticated with key. It fills in Version and
-// checks the content and the sender id; m.Sender, Epoch, Seq and SentAt are
-// sent as they are.
-func Seal(key *Key, m Message) ([]byte, error) {
+// Seal returns m as a frame answering the receiver's challenge nonce,
+// authenticated with key. It fills in Version and checks the content and
+// the sender id; m.Sender, Epoch, Seq and SentAt are sent as they are.
+func Seal(key *Key, m Message, nonce Nonce) ([]byte, error) {
 	m.Version = Version
 	payload, err := encodePayload(&m)
 	if err != nil {
 		return nil, err
 	}
-	return sealPayload(key, &m, payload)
+	return sealPayload(key, &m, nonce, payload)
 }
 
 // sealPayload frames an already encoded payload.
-func sealPayload(key *Key, m *Message, payload []byte) ([]byte, error) {
+func sealPayload(key *Key, m *Message, nonce Nonce, payload []byte) ([]byte, error) {
 	if !ValidSender(m.Sender) {
 		return nil, fmt.Errorf("%w: sender id %q: use 1 to %d letters, digits, '.', '_' or '-'", ErrInvalid, m.Sender, MaxSenderLen)
 	}
-	size := headerLen + len(m.Sender) + len(payload) + macLen
+	hdr := fixedHeader + len(m.Sender) + macLen
+	size := hdr + len(payload) + macLen
 	if size > MaxFrameSize {
 		return nil, fmt.Errorf("%w: %w: %d bytes, the bound is %d", ErrInvalid, ErrTooLarge, size, MaxFrameSize)
 	}
 	b := make([]byte, 0, size)
-	b = appendHeader(b, m)
+	b = appendHeader(b, m, nonce, len(payload))
+	b = key.macAppend(b, []byte(headerMACTag), b)
 	b = append(b, payload...)
 	return key.macAppend(b, b), nil
+}
+
+// Challenge is what a frame must answer: a random nonce the receiver sent
+// on the connection, and when it did, on the receiver's clock. Both MACs of
+// a frame cover the nonce, so a frame is accepted only on the connection
+// it was made for, once, and within ChallengeLifetime of the challenge.
+type Challenge struct {
+	Nonce  Nonce
+	Issued time.Time
+}
+
+// NewChallenge returns a fresh random challenge issued at now.
+func NewChallenge(now time.Time) Challenge {
+	c := Challenge{Issued: now}
+	rand.Read(c.Nonce[:]) // never fails (it aborts the program instead)
+	return c
 }
 
 // Position is the last accepted (epoch, sequence) of a sender.
@@ -229,18 +253,26 @@ type VerifierConfig struct {
 	// Senders, if not empty, lists the peer ids accepted; others are
 	// rejected (ErrUnknownSender).
 	Senders []string
-	// MaxAge, if positive, rejects frames whose send time is further than
-	// this from the local clock (ErrExpired), in either direction. It
-	// bounds a replay against a receiver that lost its replay window (a
-	// restart), at the price of needing synchronised clocks.
+	// ChallengeLifetime bounds the time between a challenge and the
+	// arrival of the frame answering it, on this director's clock
+	// (default DefaultChallengeLifetime): no older frame is accepted
+	// (ErrExpired), whatever the sender's clock says.
+	ChallengeLifetime time.Duration
+	// MaxAge, if positive, also rejects frames whose send time is further
+	// than this from the local clock (ErrExpired), in either direction.
+	// It needs synchronised clocks; the challenge does not.
 	MaxAge time.Duration
 	Now    func() time.Time // default time.Now
 	// Counters receives the outcome of every frame (default: a new one).
 	Counters *Counters
 }
 
-// Verifier checks frames and keeps the replay window: the last accepted
-// (epoch, sequence) per sender. It is safe for concurrent use.
+// DefaultChallengeLifetime is the default VerifierConfig.ChallengeLifetime.
+const DefaultChallengeLifetime = 30 * time.Second
+
+// Verifier checks frames against the challenge they answer and keeps the
+// last accepted (epoch, sequence) per sender, so that one sender's frames
+// are applied in order. It is safe for concurrent use.
 type Verifier struct {
 	cfg     VerifierConfig
 	senders map[string]bool
@@ -263,6 +295,9 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.Counters == nil {
 		cfg.Counters = &Counters{}
 	}
+	if cfg.ChallengeLifetime <= 0 {
+		cfg.ChallengeLifetime = DefaultChallengeLifetime
+	}
 	v := &Verifier{cfg: cfg, pos: map[string]Position{}}
 	if len(cfg.Senders) > 0 {
 		v.senders = map[string]bool{}
@@ -276,69 +311,133 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 // Counters returns the verifier's counters.
 func (v *Verifier) Counters() *Counters { return v.cfg.Counters }
 
-// Verify checks one frame (without its stream length prefix) and returns
-// the message it carries. The checks run in this order, each with its own
-// error: size bound (ErrTooLarge) → frame structure (ErrTruncated,
-// ErrMalformed) → HMAC, compared in constant time (ErrBadMAC) → version
-// (ErrVersion) → sender (ErrOwnSender, ErrUnknownSender) → payload
-// (ErrMalformed) → replay window (ErrStaleEpoch, ErrReplay) → age
-// (ErrExpired). Nothing but the MAC check looks at the content before the
-// MAC has been verified. An accepted frame advances the sender's window.
-func (v *Verifier) Verify(frame []byte) (Message, error) {
-	m, err := v.verify(frame)
+// Verify checks one frame, answering the challenge ch, and returns the
+// message it carries. The checks run in this order, each with its own
+// error: size bound (ErrTooLarge) → header structure (ErrTruncated,
+// ErrMalformed) → header MAC, compared in constant time (ErrBadMAC) →
+// version (ErrVersion) → sender (ErrOwnSender, ErrUnknownSender) →
+// challenge (ErrChallenge) → challenge lifetime (ErrExpired) → announced
+// size (ErrTooLarge) → order (ErrStaleEpoch, ErrReplay) → send time, when
+// MaxAge is set (ErrExpired) → frame length (ErrTruncated, ErrMalformed) →
+// frame MAC (ErrBadMAC) → payload (ErrMalformed). Nothing but the MAC
+// checks looks at the content before a MAC has been verified. An accepted
+// frame advances the sender's position.
+func (v *Verifier) Verify(frame []byte, ch Challenge) (Message, error) {
+	m, err := v.verify(frame, ch)
 	v.cfg.Counters.count(err)
 	return m, err
 }
 
-func (v *Verifier) verify(frame []byte) (Message, error) {
+// VerifyHeader runs Verify's checks up to the send time on a frame's
+// header alone (the first bytes of the frame, its MAC included), and
+// returns the size of the whole frame. A Listener calls it before it reads
+// the payload. A rejection is counted; a header that passes is not (the
+// frame is, by Verify).
+func (v *Verifier) VerifyHeader(hdr []byte, ch Challenge) (frameSize int, err error) {
+	h, err := v.checkHeader(hdr, ch)
+	if err != nil {
+		v.cfg.Counters.count(err)
+		return 0, err
+	}
+	return h.frameSize(), nil
+}
+
+func (v *Verifier) checkHeader(b []byte, ch Challenge) (frameHeader, error) {
+	h, err := parseHeader(b)
+	if err != nil {
+		return frameHeader{}, err
+	}
+	if !v.cfg.Key.equalMAC(h.mac, []byte(headerMACTag), h.signed) {
+		return frameHeader{}, ErrBadMAC
+	}
+	if h.version != Version {
+		return frameHeader{}, fmt.Errorf("%w: peer %q speaks version %d, this director %d", ErrVersion, h.sender, h.version, Version)
+	}
+	if h.sender == v.cfg.Self {
+		return frameHeader{}, fmt.Errorf("%w (%q)", ErrOwnSender, h.sender)
+	}
+	if !ValidSender(h.sender) {
+		return frameHeader{}, fmt.Errorf("%w: sender id %q", ErrMalformed, h.sender)
+	}
+	if v.senders != nil && !v.senders[h.sender] {
+		return frameHeader{}, fmt.Errorf("%w: %q", ErrUnknownSender, h.sender)
+	}
+	if h.nonce != ch.Nonce {
+		return frameHeader{}, fmt.Errorf("%w: from %q, epoch %d sequence %d", ErrChallenge, h.sender, h.epoch, h.seq)
+	}
+	if age := v.cfg.Now().Sub(ch.Issued); age > v.cfg.ChallengeLifetime {
+		return frameHeader{}, fmt.Errorf("%w: from %q: it answers a challenge issued %v ago, the bound is %v", ErrExpired, h.sender, age.Round(time.Millisecond), v.cfg.ChallengeLifetime)
+	}
+	if h.frameSize() > MaxFrameSize {
+		return frameHeader{}, fmt.Errorf("%w: %q announces %d bytes, the bound is %d", ErrTooLarge, h.sender, h.frameSize(), MaxFrameSize)
+	}
+	v.mu.Lock()
+	err = v.inOrder(&h)
+	v.mu.Unlock()
+	if err != nil {
+		return frameHeader{}, err
+	}
+	if v.cfg.MaxAge > 0 {
+		age := v.cfg.Now().Sub(time.Unix(0, h.sent))
+		if age > v.cfg.MaxAge || age < -v.cfg.MaxAge {
+			return frameHeader{}, fmt.Errorf("%w: %q sent it %v ago, the bound is %v: check the clocks", ErrExpired, h.sender, age.Round(time.Millisecond), v.cfg.MaxAge)
+		}
+	}
+	return h, nil
+}
+
+// inOrder checks that h comes after the sender's last accepted frame.
+// Call with v.mu held.
+func (v *Verifier) inOrder(h *frameHeader) error {
+	last, seen := v.pos[h.sender]
+	if !seen {
+		return nil
+	}
+	if h.epoch < last.Epoch {
+		return fmt.Errorf("%w: %q sent epoch %d, last accepted %d", ErrStaleEpoch, h.sender, h.epoch, last.Epoch)
+	}
+	if h.epoch == last.Epoch && h.seq <= last.Seq {
+		return fmt.Errorf("%w: %q epoch %d sequence %d, last accepted %d", ErrReplay, h.sender, h.epoch, h.seq, last.Seq)
+	}
+	return nil
+}
+
+func (v *Verifier) verify(frame []byte, ch Challenge) (Message, error) {
 	if len(frame) > MaxFrameSize {
 		return Message{}, fmt.Errorf("%w: %d bytes, the bound is %d", ErrTooLarge, len(frame), MaxFrameSize)
 	}
-	p, err := splitFrame(frame)
+	h, err := v.checkHeader(frame, ch)
 	if err != nil {
 		return Message{}, err
 	}
-	if !v.cfg.Key.equalMAC(p.mac, p.signed) {
+	switch n := h.frameSize(); {
+	case len(frame) < n:
+		return Message{}, fmt.Errorf("%w: %d of %d bytes", ErrTruncated, len(frame), n)
+	case len(frame) > n:
+		return Message{}, fmt.Errorf("%w: %d bytes after the frame", ErrMalformed, len(frame)-n)
+	}
+	end := len(frame) - macLen
+	if !v.cfg.Key.equalMAC(frame[end:], frame[:end]) {
 		return Message{}, ErrBadMAC
 	}
-	if p.version != Version {
-		return Message{}, fmt.Errorf("%w: peer %q speaks version %d, this director %d", ErrVersion, p.sender, p.version, Version)
+	m := Message{Version: h.version, Sender: h.sender, Epoch: h.epoch, Seq: h.seq, SentAt: time.Unix(0, h.sent)}
+	if err := decodePayload(frame[h.size:end], &m); err != nil {
+		return Message{}, fmt.Errorf("%w: from %q: %w", ErrMalformed, h.sender, err)
 	}
-	if p.sender == v.cfg.Self {
-		return Message{}, fmt.Errorf("%w (%q)", ErrOwnSender, p.sender)
-	}
-	if !ValidSender(p.sender) {
-		return Message{}, fmt.Errorf("%w: sender id %q", ErrMalformed, p.sender)
-	}
-	if v.senders != nil && !v.senders[p.sender] {
-		return Message{}, fmt.Errorf("%w: %q", ErrUnknownSender, p.sender)
-	}
-	m := Message{Version: p.version, Sender: p.sender, Epoch: p.epoch, Seq: p.seq, SentAt: time.Unix(0, p.sent)}
-	if err := decodePayload(p.payload, &m); err != nil {
-		return Message{}, fmt.Errorf("%w: from %q: %w", ErrMalformed, p.sender, err)
+	if age := v.cfg.Now().Sub(ch.Issued); age > v.cfg.ChallengeLifetime {
+		return Message{}, fmt.Errorf("%w: from %q: it answers a challenge issued %v ago, the bound is %v", ErrExpired, h.sender, age.Round(time.Millisecond), v.cfg.ChallengeLifetime)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	last, seen := v.pos[p.sender]
-	if seen {
-		if p.epoch < last.Epoch {
-			return Message{}, fmt.Errorf("%w: %q sent epoch %d, last accepted %d", ErrStaleEpoch, p.sender, p.epoch, last.Epoch)
-		}
-		if p.epoch == last.Epoch && p.seq <= last.Seq {
-			return Message{}, fmt.Errorf("%w: %q epoch %d sequence %d, last accepted %d", ErrReplay, p.sender, p.epoch, p.seq, last.Seq)
-		}
+	// Again: another connection of the same sender may have been faster.
+	if err := v.inOrder(&h); err != nil {
+		return Message{}, err
 	}
-	if v.cfg.MaxAge > 0 {
-		age := v.cfg.Now().Sub(m.SentAt)
-		if age > v.cfg.MaxAge || age < -v.cfg.MaxAge {
-			return Message{}, fmt.Errorf("%w: %q sent it %v ago, the bound is %v", ErrExpired, p.sender, age.Round(time.Millisecond), v.cfg.MaxAge)
-		}
-	}
-	v.pos[p.sender] = Position{Epoch: p.epoch, Seq: p.seq}
+	v.pos[h.sender] = Position{Epoch: h.epoch, Seq: h.seq}
 	return m, nil
 }
 
-// Positions returns the replay window, to be persisted with the state.
+// Positions returns the last accepted position of each sender.
 func (v *Verifier) Positions() map[string]Position {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -349,9 +448,9 @@ func (v *Verifier) Positions() map[string]Position {
 	return out
 }
 
-// Restore seeds the replay window (e.g. from a persisted one at start-up),
-// so that frames captured before a restart are still refused. A position
-// never moves backwards.
+// Restore seeds the positions (a position never moves backwards). Replay
+// protection does not need it: a frame captured before a restart answers
+// a challenge the restarted receiver never issued.
 func (v *Verifier) Restore(pos map[string]Position) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -364,11 +463,13 @@ func (v *Verifier) Restore(pos map[string]Position) {
 }
 
 // ackParts returns the bytes an acknowledgement's MAC covers. The "LVSA"
-// prefix keeps them apart from a frame's (which starts "LVSY").
-func ackParts(code byte, epoch, seq uint64) []byte {
-	b := make([]byte, 0, 4+1+16)
+// prefix keeps them apart from a frame's (which starts "LVSY") and a
+// header's ("LVSH").
+func ackParts(code byte, epoch, seq uint64, next Nonce) []byte {
+	b := make([]byte, 0, 4+1+16+ChallengeLen)
 	b = append(b, "LVSA"...)
 	b = append(b, code)
 	b = binary.BigEndian.AppendUint64(b, epoch)
-	return binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint64(b, seq)
+	return append(b, next[:]...)
 }

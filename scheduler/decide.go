@@ -66,6 +66,9 @@ type NodeConfig struct {
 	// SaveEpoch persists a new epoch; it is called before the epoch is
 	// used and the director does not write if it fails (EpochStore.Save).
 	SaveEpoch func(uint64) error
+	// SaveApplied persists the record of the followers' edits applied
+	// (AppliedStore.Save); Applied calls it before the edit is replayed.
+	SaveApplied func(map[string]EditPos) error
 }
 
 // PeerView is what a Node knows about one peer.
@@ -114,6 +117,7 @@ type Node struct {
 	cfg        NodeConfig
 	epoch      uint64
 	maxSeen    uint64
+	behind     uint64 // the highest epoch a peer says it accepted from this director
 	role       Role
 	activation bool // the role became Active and the director has not taken over yet
 	writing    bool
@@ -140,6 +144,9 @@ func NewNode(cfg NodeConfig, epoch uint64, now time.Time) (*Node, error) {
 	}
 	if cfg.SaveEpoch == nil {
 		cfg.SaveEpoch = func(uint64) error { return nil }
+	}
+	if cfg.SaveApplied == nil {
+		cfg.SaveApplied = func(map[string]EditPos) error { return nil }
 	}
 	return &Node{cfg: cfg, epoch: epoch, maxSeen: epoch, phase: PhaseStandby, started: now, peers: map[string]*PeerView{},
 		applied: map[string]EditPos{}, confirmed: map[string]EditPos{}}, nil
@@ -172,6 +179,23 @@ func (n *Node) Observe(m Message, now time.Time) {
 	}
 	p.Epoch, p.Writer, p.LastHeard = m.Epoch, m.Writer, now
 	n.maxSeen = max(n.maxSeen, m.Epoch)
+	for _, h := range m.Heard {
+		if h.Peer == n.cfg.Self {
+			n.behind = max(n.behind, h.Epoch)
+		}
+	}
+}
+
+// Heard returns the epoch of the latest message from each peer, sorted by
+// id, for Message.Heard: a peer that finds its own id there with an epoch
+// above its own has lost its epoch, and moves past it.
+func (n *Node) Heard() []PeerEpoch {
+	out := make([]PeerEpoch, 0, len(n.peers))
+	for _, p := range n.peers {
+		out = append(out, PeerEpoch{Peer: p.ID, Epoch: p.Epoch})
+	}
+	slices.SortFunc(out, func(a, b PeerEpoch) int { return strings.Compare(a.Peer, b.Peer) })
+	return out
 }
 
 // bestWriter returns the winning claim among the peers that claim to
@@ -206,8 +230,10 @@ func (n *Node) starting(now time.Time) bool {
 
 // Step applies the rules and returns the director's status. It returns an
 // error only when a new epoch could not be persisted; the director then
-// does not write, and the next Step tries again.
+// does not take it (nor write, for a takeover), and the next Step tries
+// again.
 func (n *Node) Step(now time.Time) (NodeStatus, error) {
+	moved, moveErr := n.movePast()
 	best, hasBest := n.bestWriter(now)
 	own := Claim{Sender: n.cfg.Self, Epoch: n.epoch}
 	before := n.phase
@@ -250,11 +276,38 @@ func (n *Node) Step(now time.Time) (NodeStatus, error) {
 		n.leader = best
 	}
 	st := n.status(now)
-	st.EpochChanged = changed
-	if n.phase != before || changed {
+	st.EpochChanged = changed || moved != ""
+	switch {
+	case (n.phase != before || changed) && moved != "":
+		st.Reason = moved + "; " + reason
+	case n.phase != before || changed:
 		st.Reason = reason
+	case moved != "":
+		st.Reason = moved
 	}
-	return st, err
+	return st, errors.Join(moveErr, err)
+}
+
+// movePast takes an epoch above the one a peer last accepted from this
+// director, when that is above its own: this director lost its epoch (its
+// epoch file was lost, or restored from an old copy), and the peers would
+// refuse its frames as stale for ever. It returns the reason, or "" when
+// the epoch stays.
+func (n *Node) movePast() (string, error) {
+	if n.behind <= n.epoch {
+		return "", nil
+	}
+	if n.behind == math.MaxUint64 {
+		return "", errors.New("scheduler: epoch space exhausted")
+	}
+	next := n.behind + 1
+	if err := n.cfg.SaveEpoch(next); err != nil {
+		return "", fmt.Errorf("scheduler: persist epoch %d: %w", next, err)
+	}
+	reason := fmt.Sprintf("a peer last accepted epoch %d from this director, above its own %d (its epoch file was lost or restored): moved to epoch %d", n.behind, n.epoch, next)
+	n.epoch = next
+	n.maxSeen = max(n.maxSeen, next)
+	return reason, nil
 }
 
 // takeOver persists and returns an epoch above every epoch seen.
@@ -302,8 +355,8 @@ func (n *Node) ShouldAdopt(m Message, now time.Time) bool {
 }
 
 // NewEdits returns the edits in m that this director, if it writes, has not
-// applied yet, in order. Apply each to the table (as an operator's write),
-// then call Applied.
+// applied yet, in order. For each, call Applied, then apply it to the table
+// (as an operator's write) if Applied succeeded.
 func (n *Node) NewEdits(m Message) []Edit {
 	if !n.writing || m.Sender == n.cfg.Self {
 		return nil
@@ -327,12 +380,35 @@ func (n *Node) NewEdits(m Message) []Edit {
 	return out
 }
 
-// Applied records that the edit at pos from sender has been written to the
-// table (or given up on). It is acknowledged once ConfirmEdits says the
-// state read back from the table reflects it.
-func (n *Node) Applied(sender string, pos EditPos) {
-	if pos.After(n.applied[sender]) {
-		n.applied[sender] = pos
+// Applied records, durably (SaveApplied), that the edit at pos from sender
+// is being applied to the table, before it is: an edit is applied at most
+// once, even across a restart of this director (see RestoreApplied). When
+// persisting fails nothing is recorded and the edit must not be applied;
+// it comes again with the sender's next message. The edit is acknowledged
+// once ConfirmEdits says the state read back from the table reflects it.
+func (n *Node) Applied(sender string, pos EditPos) error {
+	if !pos.After(n.applied[sender]) {
+		return nil
+	}
+	next := make(map[string]EditPos, len(n.applied)+1)
+	for p, q := range n.applied {
+		next[p] = q
+	}
+	next[sender] = pos
+	if err := n.cfg.SaveApplied(next); err != nil {
+		return fmt.Errorf("scheduler: record the edit %d/%d from %s: %w", pos.Epoch, pos.ID, sender, err)
+	}
+	n.applied = next
+	return nil
+}
+
+// RestoreApplied seeds the record of applied edits with the persisted one
+// (AppliedStore.Load), at start. A position never moves backwards.
+func (n *Node) RestoreApplied(applied map[string]EditPos) {
+	for p, pos := range applied {
+		if pos.After(n.applied[p]) {
+			n.applied[p] = pos
+		}
 	}
 }
 
@@ -456,6 +532,19 @@ func (o *Outbox) Add(key DestKey, weight int) Edit {
 	e := Edit{Pos: EditPos{Epoch: o.epoch, ID: o.next}, Key: key, Weight: weight}
 	o.pending[key] = e
 	return e
+}
+
+// Renumber moves the pending edits, in their order, to a new epoch: the
+// director took an epoch above one a peer already holds for it, and the
+// writer would take edits numbered in the old one for applied already.
+func (o *Outbox) Renumber(epoch uint64) {
+	pending := o.Pending()
+	o.epoch, o.next = epoch, 0
+	for _, e := range pending {
+		o.next++
+		e.Pos = EditPos{Epoch: epoch, ID: o.next}
+		o.pending[e.Key] = e
+	}
 }
 
 // Pending returns the unacknowledged edits in order.

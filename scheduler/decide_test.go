@@ -2,7 +2,10 @@ package scheduler
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -217,12 +220,18 @@ func TestNodeEditsAndAcks(t *testing.T) {
 	if len(got) != 2 || got[0].Pos.ID != 1 || got[1].Pos.ID != 2 {
 		t.Fatalf("NewEdits = %+v, want both in order", got)
 	}
-	n.Applied("b", got[0].Pos)
+	mustApply := func(pos EditPos) {
+		t.Helper()
+		if err := n.Applied("b", pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(got[0].Pos)
 	if got := n.NewEdits(m); len(got) != 1 || got[0].Pos.ID != 2 {
 		t.Errorf("after applying the first: %+v", got)
 	}
-	n.Applied("b", EditPos{3, 2})
-	n.Applied("b", EditPos{3, 1}) // never backwards
+	mustApply(EditPos{3, 2})
+	mustApply(EditPos{3, 1}) // never backwards
 	if got := n.NewEdits(m); len(got) != 0 {
 		t.Errorf("after applying both: %+v", got)
 	}
@@ -336,5 +345,141 @@ func TestOutbox(t *testing.T) {
 	}
 	if e1.Pos.Epoch != 4 || e3.Pos.ID <= e2.Pos.ID {
 		t.Errorf("positions %+v %+v %+v", e1.Pos, e2.Pos, e3.Pos)
+	}
+}
+
+// TestAppliedEditsSurviveRestart: the writer records an edit before it
+// applies it, durably; a restarted writer restores the record and does not
+// apply the edit again. When the record cannot be written, the edit is
+// not recorded (and must not be applied).
+func TestAppliedEditsSurviveRestart(t *testing.T) {
+	now := time.Unix(1000, 0)
+	store := NewAppliedStore(filepath.Join(t.TempDir(), "sync-applied"))
+	writer := func() *Node {
+		t.Helper()
+		rec, err := store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: store.Save}, 1, now)
+		n.RestoreApplied(rec)
+		n.SetRole(Active)
+		n.Step(now)
+		return n
+	}
+	drain := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 1}, Key: simKeys[2], Weight: 0}}}
+	n := writer()
+	got := n.NewEdits(drain)
+	if len(got) != 1 {
+		t.Fatalf("NewEdits = %+v", got)
+	}
+	if err := n.Applied("b", got[0].Pos); err != nil {
+		t.Fatal(err)
+	}
+	// The writer restarts before the follower heard the acknowledgement:
+	// the follower sends the same edit again.
+	n = writer()
+	if got := n.NewEdits(drain); len(got) != 0 {
+		t.Errorf("a restarted writer applies the edit again: %+v", got)
+	}
+	next := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 2}, Key: simKeys[2], Weight: 10}}}
+	if got := n.NewEdits(next); len(got) != 1 {
+		t.Errorf("the follower's next edit: %+v", got)
+	}
+
+	// A record that cannot be written records nothing.
+	failing, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: func(map[string]EditPos) error { return errors.New("disk full") }}, 1, now)
+	failing.SetRole(Active)
+	failing.Step(now)
+	if err := failing.Applied("b", EditPos{3, 1}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("Applied with a failing store: %v", err)
+	}
+	if got := failing.NewEdits(drain); len(got) != 1 {
+		t.Errorf("an edit not recorded is not offered again: %+v", got)
+	}
+
+	// A corrupt file is an error, not an empty record.
+	if err := os.WriteFile(store.path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Load(); !errors.Is(err, ErrCorruptApplied) {
+		t.Errorf("corrupt file: %v", err)
+	}
+}
+
+// TestNodeMovesPastEpochHeldByPeer: a director whose epoch file was lost
+// restarts at epoch 1 while the writer last accepted its epoch 4. The
+// writer's messages say so (Heard); the director takes epoch 5, persisted
+// first, and its pending edits move to it so the writer takes them as new.
+func TestNodeMovesPastEpochHeldByPeer(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var saved []uint64
+	fail := false
+	save := func(e uint64) error {
+		if fail {
+			return errors.New("read-only file system")
+		}
+		saved = append(saved, e)
+		return nil
+	}
+	b, _ := NewNode(NodeConfig{Self: "b", PeerTimeout: time.Minute, SaveEpoch: save}, 1, now)
+	b.SetRole(Standby)
+	out := NewOutbox(1)
+	drain := out.Add(simKeys[2], 0)
+
+	// The writer's record: it accepted b's epoch 4 before b restarted.
+	w, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute}, 6, now)
+	w.Observe(Message{Sender: "b", Epoch: 4}, now)
+	w.Observe(Message{Sender: "c", Epoch: 2}, now)
+	if got := w.Heard(); !reflect.DeepEqual(got, []PeerEpoch{{"b", 4}, {"c", 2}}) {
+		t.Fatalf("Heard = %+v", got)
+	}
+	if err := w.Applied("b", EditPos{4, 3}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Persisting fails: the epoch stays, the error says why, and the next
+	// Step tries again.
+	fail = true
+	b.Observe(Message{Sender: "a", Epoch: 6, Writer: true, Heard: w.Heard()}, now)
+	st, err := b.Step(now)
+	if err == nil || !strings.Contains(err.Error(), "read-only") || st.Epoch != 1 || st.EpochChanged {
+		t.Errorf("failing store: %+v, %v", st, err)
+	}
+	fail = false
+	st, err = b.Step(now)
+	if err != nil || st.Epoch != 5 || !st.EpochChanged || !strings.Contains(st.Reason, "epoch 4") || !reflect.DeepEqual(saved, []uint64{5}) {
+		t.Fatalf("after the writer's message: %+v, %v, saved %v", st, err, saved)
+	}
+	out.Renumber(st.Epoch)
+	moved := out.Pending()
+	if len(moved) != 1 || moved[0].Pos != (EditPos{5, 1}) || moved[0].Key != drain.Key || moved[0].Weight != 0 {
+		t.Errorf("pending after Renumber: %+v", moved)
+	}
+	w.SetRole(Active)
+	w.Step(now)
+	if got := w.NewEdits(Message{Sender: "b", Epoch: 5, Edits: moved}); len(got) != 1 {
+		t.Errorf("the writer does not take the renumbered drain: %+v", got)
+	}
+	if got := w.NewEdits(Message{Sender: "b", Epoch: 1, Edits: []Edit{drain}}); len(got) != 0 {
+		t.Errorf("the old numbering would have looked applied already, got %+v", got)
+	}
+
+	// Once the writer accepted epoch 5 it says 5: nothing moves any more,
+	// nor for another peer's epoch.
+	b.Observe(Message{Sender: "a", Epoch: 6, Writer: true, Heard: []PeerEpoch{{"b", 5}, {"c", 9}}}, now)
+	if st, err := b.Step(now); err != nil || st.Epoch != 5 || st.EpochChanged {
+		t.Errorf("after the writer accepted epoch 5: %+v, %v", st, err)
+	}
+
+	// A writer moves past too, and keeps writing at the new epoch.
+	a, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute}, 2, now)
+	a.SetRole(Active)
+	if st, _ := a.Step(now); !st.Writer {
+		t.Fatalf("a does not write: %+v", st)
+	}
+	a.Observe(Message{Sender: "b", Epoch: 5, Heard: []PeerEpoch{{"a", 7}}}, now)
+	if st, err := a.Step(now); err != nil || !st.Writer || st.Epoch != 8 || !st.EpochChanged {
+		t.Errorf("writer behind its peer's record: %+v, %v", st, err)
 	}
 }

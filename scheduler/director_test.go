@@ -155,7 +155,7 @@ func (d *simDirector) cycle() {
 func (d *simDirector) message() Message {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m := Message{Sender: d.id, Epoch: d.node.Epoch(), Writer: d.node.Writer()}
+	m := Message{Sender: d.id, Epoch: d.node.Epoch(), Writer: d.node.Writer(), Heard: d.node.Heard()}
 	if m.Writer {
 		for _, k := range simKeys {
 			m.Snapshot.Dests = append(m.Snapshot.Dests, d.rec[k])
@@ -180,21 +180,26 @@ func (d *simDirector) handle(msgs []Message, now time.Time) NodeStatus {
 			d.adopt(m, now)
 		}
 		for _, e := range d.node.NewEdits(m) {
-			// Replay the operator's write here; the next reconcile
-			// classifies it exactly like a local ipvsadm.
+			// Record it, then replay the operator's write here; the next
+			// reconcile classifies it exactly like a local ipvsadm.
+			if err := d.node.Applied(m.Sender, e.Pos); err != nil {
+				panic(err)
+			}
 			if err := d.table.SetWeight(e.Key.Service, e.Key.Dest, d.weight(e.Key), e.Weight); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 				panic(err)
 			}
-			d.node.Applied(m.Sender, e.Pos)
 		}
 	}
 	st, err := d.node.Step(now)
 	if err != nil {
 		panic(err)
 	}
-	if st.Writer {
+	switch {
+	case st.Writer:
 		// Pending edits are moot for a writer: its table holds them.
 		d.out = NewOutbox(d.node.Epoch())
+	case st.EpochChanged:
+		d.out.Renumber(st.Epoch)
 	}
 	return st
 }

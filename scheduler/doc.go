@@ -11,18 +11,22 @@
 //
 //   - message.go: the replicated state (Snapshot, DestState), the message
 //     and its frame format;
-//   - auth.go: the shared key (LoadKey), HMAC-SHA256 sealing and the
-//     Verifier (size bound, frame, HMAC, version, replay window), with a
-//     distinct error and counter per rejection reason;
+//   - auth.go: the shared key (LoadKey), HMAC-SHA256 sealing, the
+//     receiver's challenges and the Verifier (size bound, header MAC,
+//     version, sender, challenge and its age, order, frame MAC, payload),
+//     with a distinct error and counter per rejection reason;
 //   - peer.go: the TCP transport — a Pusher that never blocks its caller,
-//     a Listener that delivers verified messages, and an Inbox that keeps
-//     the latest message of each peer for the monitor's loop;
+//     a Listener that challenges every frame, authenticates its header
+//     before reading the rest, bounds what unauthenticated connections
+//     cost, and delivers verified messages, and an Inbox that keeps the
+//     latest message of each peer for the monitor's loop;
 //   - role.go: where the active/standby role comes from (fixed in the
 //     configuration, or following a virtual IP through netlink);
 //   - decide.go: the pure decision logic — who writes (Node, the
 //     split-brain rule), what a follower writes to its table (Plan), and
 //     the forwarding of operator edits made on a follower (Outbox);
-//   - epoch.go: the persisted epoch counter.
+//   - epoch.go: the persisted epoch counter and the writer's record of
+//     the followers' edits it applied.
 //
 // The package does not import the monitor, and it decides no weight: the
 // monitor converts its ownership records to and from DestState, and the

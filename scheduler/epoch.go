@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,16 +70,27 @@ func (s *EpochStore) Save(e uint64) error {
 }
 
 func (s *EpochStore) save(e uint64) error {
-	if err := renameio.WriteFile(s.path, []byte(strconv.FormatUint(e, 10)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write epoch file: %w", err)
+	if err := writeDurably(s.path, []byte(strconv.FormatUint(e, 10)+"\n")); err != nil {
+		return fmt.Errorf("epoch file: %w", err)
 	}
-	dir, err := os.Open(filepath.Dir(s.path))
+	return nil
+}
+
+// writeDurably replaces the file at path with data: a temporary file,
+// fsync, rename, fsync of the directory — after a crash the file holds
+// either the old or the new content, never a mix, and not the old one once
+// writeDurably has returned.
+func writeDurably(path string, data []byte) error {
+	if err := renameio.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	dir, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return fmt.Errorf("sync epoch directory: %w", err)
+		return fmt.Errorf("sync directory of %s: %w", path, err)
 	}
 	defer dir.Close()
 	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("sync epoch directory: %w", err)
+		return fmt.Errorf("sync directory of %s: %w", path, err)
 	}
 	return nil
 }
@@ -98,4 +110,64 @@ func (s *EpochStore) Bump() (uint64, error) {
 		return 0, err
 	}
 	return cur + 1, nil
+}
+
+// AppliedStore keeps a writer's record of the operator edits it applied
+// for each follower (Node.Applied) in a small JSON file, written like the
+// epoch file, so that a restarted writer never applies an edit twice. It is
+// safe for concurrent use.
+type AppliedStore struct {
+	path string
+	mu   sync.Mutex
+}
+
+// NewAppliedStore returns a store for the file at path (e.g.
+// /var/lib/lvs-monitor/sync-applied). The directory must exist.
+func NewAppliedStore(path string) *AppliedStore { return &AppliedStore{path: path} }
+
+// ErrCorruptApplied means the file exists but cannot be read. The director
+// must not guess: an empty record could apply a follower's edit again.
+var ErrCorruptApplied = errors.New("applied-edits file unusable")
+
+type appliedFile struct {
+	Version int                `json:"version"`
+	Applied map[string]EditPos `json:"applied"`
+}
+
+// Load returns the stored record, empty when the file does not exist.
+func (s *AppliedStore) Load() (map[string]EditPos, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]EditPos{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("applied-edits file %s: %w", s.path, err)
+	}
+	var f appliedFile
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != 1 {
+		if err == nil {
+			err = fmt.Errorf("version %d", f.Version)
+		}
+		return nil, fmt.Errorf("applied-edits file %s: %w: %w (remove it only if no follower has an edit pending)", s.path, ErrCorruptApplied, err)
+	}
+	if f.Applied == nil {
+		f.Applied = map[string]EditPos{}
+	}
+	return f.Applied, nil
+}
+
+// Save stores the record.
+func (s *AppliedStore) Save(applied map[string]EditPos) error {
+	b, err := json.Marshal(appliedFile{Version: 1, Applied: applied})
+	if err != nil {
+		return fmt.Errorf("applied-edits file: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := writeDurably(s.path, append(b, '\n')); err != nil {
+		return fmt.Errorf("applied-edits file: %w", err)
+	}
+	return nil
 }

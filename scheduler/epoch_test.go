@@ -69,7 +69,7 @@ func TestEpochSurvivesRestartInNode(t *testing.T) {
 		}
 		claims = append(claims, Claim{"a", st.Epoch})
 		for seq := uint64(1); seq <= 3; seq++ {
-			if _, err := v.Verify(frameFor(t, k, Message{Sender: "a", Epoch: n.Epoch(), Seq: seq, Writer: true})); err != nil {
+			if _, err := v.Verify(frameFor(t, k, Message{Sender: "a", Epoch: n.Epoch(), Seq: seq, Writer: true}), fresh()); err != nil {
 				t.Fatalf("run %d seq %d: %v", run, seq, err)
 			}
 		}

@@ -89,3 +89,9 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// testNonce is the challenge the unit tests' frames answer.
+var testNonce = Nonce{0x6c, 0x76, 0x73, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+
+// fresh returns the test challenge, issued now.
+func fresh() Challenge { return Challenge{Nonce: testNonce, Issued: time.Now()} }

@@ -17,12 +17,12 @@ import (
 )
 
 // Version is the protocol version this package speaks. A frame of another
-// version is rejected (ErrVersion) after its HMAC has been checked.
-const Version uint16 = 1
+// version is rejected (ErrVersion) after its header MAC has been checked.
+// Version 2 added the receiver's challenge and the authenticated header.
+const Version uint16 = 2
 
-// MaxFrameSize bounds a frame (header, payload and MAC, without the 4-byte
-// length prefix of the stream). A larger frame is refused unread on receipt
-// and never sent. A destination costs about 60–110 bytes of payload, so the
+// MaxFrameSize bounds a frame (header, payload and MACs). A larger frame is
+// refused on receipt before its payload is read, and never sent. A destination costs about 60–110 bytes of payload, so the
 // bound holds tens of thousands of destinations.
 const MaxFrameSize = 4 << 20
 
@@ -134,6 +134,14 @@ type Ack struct {
 	Pos  EditPos
 }
 
+// PeerEpoch is the epoch a director last accepted from a peer. A director
+// that sees its own id with an epoch above its own has lost its epoch (a
+// lost or restored epoch file) and moves past it (Node.Observe).
+type PeerEpoch struct {
+	Peer  string
+	Epoch uint64
+}
+
 // Message is what one director tells its peers every cycle.
 type Message struct {
 	// Filled in by the Pusher (and checked by the Verifier).
@@ -151,6 +159,9 @@ type Message struct {
 	Snapshot Snapshot
 	Edits    []Edit // from a follower: operator edits not yet acknowledged
 	Acks     []Ack  // from the writer: edits applied, per follower
+	// Heard is the epoch this director last accepted from each peer
+	// (Node.Heard).
+	Heard []PeerEpoch
 }
 
 // Claim is the sender's claim to be the writer.
@@ -161,6 +172,7 @@ func (m Message) Clone() Message {
 	m.Snapshot = m.Snapshot.Clone()
 	m.Edits = slices.Clone(m.Edits)
 	m.Acks = slices.Clone(m.Acks)
+	m.Heard = slices.Clone(m.Heard)
 	return m
 }
 
@@ -228,36 +240,54 @@ func (m *Message) validate() error {
 			return fmt.Errorf("ack for invalid peer id %q", a.Peer)
 		}
 	}
+	for _, h := range m.Heard {
+		if !ValidSender(h.Peer) {
+			return fmt.Errorf("epoch heard from invalid peer id %q", h.Peer)
+		}
+	}
 	return nil
 }
 
 // Frame layout (all integers big-endian):
 //
-//	0   4  magic "LVSY"
-//	4   2  version
-//	6   8  epoch
-//	14  8  sequence
-//	22  8  sent time, Unix nanoseconds
-//	30  1  sender id length n
-//	31  n  sender id
-//	..     payload: JSON (wirePayload)
-//	-32 32 HMAC-SHA256 over every preceding byte
+//	0     4   magic "LVSY"
+//	4     2   version
+//	6     16  challenge: the receiver's nonce this frame answers
+//	22    8   epoch
+//	30    8   sequence
+//	38    8   sent time, Unix nanoseconds
+//	46    4   payload length L
+//	50    1   sender id length n
+//	51    n   sender id
+//	51+n  32  header MAC: HMAC-SHA256 over "LVSH" and bytes 0 to 51+n
+//	83+n  L   payload: JSON (wirePayload)
+//	-32   32  frame MAC: HMAC-SHA256 over every preceding byte
 //
-// On a stream each frame is preceded by its length as a 4-byte big-endian
-// integer.
+// The header is at most maxHeader bytes and carries its own MAC, so a
+// receiver reads and authenticates it before it reads (or allocates room
+// for) the payload: a peer without the key costs it a few hundred bytes.
 const (
-	magic      = "LVSY"
-	headerLen  = 31
-	macLen     = 32
-	minFrame   = headerLen + 1 + macLen
-	prefixSize = 4
+	magic        = "LVSY"
+	headerMACTag = "LVSH" // keeps the header MAC apart from the frame MAC
+	fixedHeader  = 51
+	macLen       = 32
+	// maxHeader bounds what a receiver reads before a frame authenticates.
+	maxHeader = fixedHeader + MaxSenderLen + macLen
+	minFrame  = fixedHeader + 1 + 2*macLen
 )
+
+// ChallengeLen is the size of a challenge nonce.
+const ChallengeLen = 16
+
+// Nonce is the random part of a challenge.
+type Nonce [ChallengeLen]byte
 
 type wirePayload struct {
 	Writer   bool          `json:"writer,omitempty"`
 	Services []wireService `json:"services,omitempty"`
 	Edits    []wireEdit    `json:"edits,omitempty"`
 	Acks     []wireAck     `json:"acks,omitempty"`
+	Heard    []wireHeard   `json:"heard,omitempty"`
 }
 
 type wireService struct {
@@ -289,6 +319,11 @@ type wireAck struct {
 	Peer  string `json:"peer"`
 	Epoch uint64 `json:"e"`
 	ID    uint64 `json:"i"`
+}
+
+type wireHeard struct {
+	Peer  string `json:"peer"`
+	Epoch uint64 `json:"e"`
 }
 
 // encodePayload returns the JSON payload of m, destinations grouped by
@@ -324,6 +359,9 @@ func encodePayload(m *Message) ([]byte, error) {
 	}
 	for _, a := range m.Acks {
 		p.Acks = append(p.Acks, wireAck{Peer: a.Peer, Epoch: a.Pos.Epoch, ID: a.Pos.ID})
+	}
+	for _, h := range m.Heard {
+		p.Heard = append(p.Heard, wireHeard(h))
 	}
 	return json.Marshal(p)
 }
@@ -379,58 +417,84 @@ func decodePayload(data []byte, m *Message) error {
 	for _, w := range p.Acks {
 		m.Acks = append(m.Acks, Ack{Peer: w.Peer, Pos: EditPos{Epoch: w.Epoch, ID: w.ID}})
 	}
+	for _, w := range p.Heard {
+		m.Heard = append(m.Heard, PeerEpoch(w))
+	}
 	return m.validate()
 }
 
-// appendHeader appends the frame header of m to b.
-func appendHeader(b []byte, m *Message) []byte {
+// appendHeader appends the frame header of m, answering nonce and
+// announcing a payload of n bytes, to b (without the header MAC).
+func appendHeader(b []byte, m *Message, nonce Nonce, n int) []byte {
 	b = append(b, magic...)
 	b = binary.BigEndian.AppendUint16(b, m.Version)
+	b = append(b, nonce[:]...)
 	b = binary.BigEndian.AppendUint64(b, m.Epoch)
 	b = binary.BigEndian.AppendUint64(b, m.Seq)
 	b = binary.BigEndian.AppendUint64(b, uint64(m.SentAt.UnixNano()))
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
 	b = append(b, byte(len(m.Sender)))
 	return append(b, m.Sender...)
 }
 
-// frameParts is a frame split into its parts, not yet authenticated.
-type frameParts struct {
-	version uint16
-	epoch   uint64
-	seq     uint64
-	sent    int64
-	sender  string
-	signed  []byte // every byte the MAC covers
-	payload []byte
-	mac     []byte
+// frameHeader is a parsed frame header, not yet authenticated.
+type frameHeader struct {
+	version    uint16
+	nonce      Nonce
+	epoch      uint64
+	seq        uint64
+	sent       int64
+	payloadLen int
+	sender     string
+	signed     []byte // the bytes the header MAC covers
+	mac        []byte
+	size       int // the header's size, MAC included
 }
 
-// splitFrame parses a frame's structure. It checks only what is needed to
-// find the MAC; nothing in the result is trustworthy until the MAC is.
-func splitFrame(f []byte) (frameParts, error) {
-	if len(f) < minFrame {
-		return frameParts{}, fmt.Errorf("%w: %d bytes, a frame has at least %d", ErrTruncated, len(f), minFrame)
+// headerSize returns the size of the header (MAC included) that begins
+// with the fixedHeader bytes b, checking only what is needed to find it.
+func headerSize(b []byte) (int, error) {
+	if len(b) < fixedHeader {
+		return 0, fmt.Errorf("%w: %d bytes, a frame header has at least %d", ErrTruncated, len(b), fixedHeader)
 	}
-	if !bytes.Equal(f[:4], []byte(magic)) {
-		return frameParts{}, fmt.Errorf("%w: bad magic", ErrMalformed)
+	if !bytes.Equal(b[:4], []byte(magic)) {
+		// A peer of protocol version 1 sends a 4-byte length, then the magic.
+		if bytes.Equal(b[4:8], []byte(magic)) && binary.BigEndian.Uint16(b[8:10]) < Version {
+			return 0, fmt.Errorf("%w: the peer speaks protocol version %d, this director %d: upgrade it", ErrVersion, binary.BigEndian.Uint16(b[8:10]), Version)
+		}
+		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
-	p := frameParts{
-		version: binary.BigEndian.Uint16(f[4:6]),
-		epoch:   binary.BigEndian.Uint64(f[6:14]),
-		seq:     binary.BigEndian.Uint64(f[14:22]),
-		sent:    int64(binary.BigEndian.Uint64(f[22:30])),
-	}
-	n := int(f[30])
+	n := int(b[50])
 	if n == 0 || n > MaxSenderLen {
-		return frameParts{}, fmt.Errorf("%w: sender id length %d", ErrMalformed, n)
+		return 0, fmt.Errorf("%w: sender id length %d", ErrMalformed, n)
 	}
-	if headerLen+n+macLen > len(f) {
-		return frameParts{}, fmt.Errorf("%w: sender id runs past the end", ErrTruncated)
-	}
-	p.sender = string(f[headerLen : headerLen+n])
-	end := len(f) - macLen
-	p.signed = f[:end]
-	p.payload = f[headerLen+n : end]
-	p.mac = f[end:]
-	return p, nil
+	return fixedHeader + n + macLen, nil
 }
+
+// parseHeader parses the header at the start of b. Nothing in the result
+// is trustworthy until its MAC is.
+func parseHeader(b []byte) (frameHeader, error) {
+	size, err := headerSize(b)
+	if err != nil {
+		return frameHeader{}, err
+	}
+	if len(b) < size {
+		return frameHeader{}, fmt.Errorf("%w: the header needs %d bytes, got %d", ErrTruncated, size, len(b))
+	}
+	h := frameHeader{
+		version:    binary.BigEndian.Uint16(b[4:6]),
+		epoch:      binary.BigEndian.Uint64(b[22:30]),
+		seq:        binary.BigEndian.Uint64(b[30:38]),
+		sent:       int64(binary.BigEndian.Uint64(b[38:46])),
+		payloadLen: int(binary.BigEndian.Uint32(b[46:50])),
+		sender:     string(b[fixedHeader : size-macLen]),
+		signed:     b[:size-macLen],
+		mac:        b[size-macLen : size],
+		size:       size,
+	}
+	copy(h.nonce[:], b[6:22])
+	return h, nil
+}
+
+// frameSize returns the size of the whole frame the header announces.
+func (h *frameHeader) frameSize() int { return h.size + h.payloadLen + macLen }

@@ -19,13 +19,14 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 		Snapshot: sampleSnapshot(),
 		Edits:    []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0}},
 		Acks:     []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
+		Heard:    []PeerEpoch{{Peer: "dir-b", Epoch: 4}, {Peer: "dir-c", Epoch: 1}},
 	}
-	frame, err := Seal(k, in)
+	frame, err := Seal(k, in, testNonce)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v, _ := NewVerifier(VerifierConfig{Key: k, Self: "dir-b"})
-	out, err := v.Verify(frame)
+	out, err := v.Verify(frame, fresh())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +57,8 @@ func TestEncodingIsDeterministic(t *testing.T) {
 	a := Message{Sender: "a", Epoch: 1, Seq: 1, SentAt: time.Unix(1, 0), Snapshot: sampleSnapshot()}
 	b := a
 	b.Snapshot = Snapshot{Dests: sortedDests(a.Snapshot.Dests)}
-	fa, _ := Seal(k, a)
-	fb, _ := Seal(k, b)
+	fa, _ := Seal(k, a, testNonce)
+	fb, _ := Seal(k, b, testNonce)
 	if !bytes.Equal(fa, fb) {
 		t.Error("the same state in another order encodes differently")
 	}
@@ -79,9 +80,10 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
 		"bad ack peer":     {Sender: "a", Acks: []Ack{{Peer: ""}}},
 		"bad edit weight":  {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
+		"bad heard peer":   {Sender: "a", Heard: []PeerEpoch{{Peer: "b c", Epoch: 1}}},
 	}
 	for name, m := range cases {
-		if _, err := Seal(k, m); !errors.Is(err, ErrInvalid) {
+		if _, err := Seal(k, m, testNonce); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -104,7 +106,7 @@ func bigSnapshot(n int) Snapshot {
 
 func TestFrameSizeBound(t *testing.T) {
 	k := testKey(t, 1)
-	small, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(1000)})
+	small, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(1000)}, testNonce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestFrameSizeBound(t *testing.T) {
 	if capacity < 20000 {
 		t.Errorf("the frame bound holds only %d destinations", capacity)
 	}
-	if _, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(capacity * 2)}); !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalid) {
+	if _, err := Seal(k, Message{Sender: "a", Snapshot: bigSnapshot(capacity * 2)}, testNonce); !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalid) {
 		t.Errorf("oversized snapshot: err = %v, want ErrInvalid and ErrTooLarge", err)
 	}
 }
@@ -123,7 +125,7 @@ func BenchmarkSeal10k(b *testing.B) {
 	k := testKey(b, 1)
 	m := Message{Sender: "a", Snapshot: bigSnapshot(10000)}
 	for b.Loop() {
-		if _, err := Seal(k, m); err != nil {
+		if _, err := Seal(k, m, testNonce); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -131,13 +133,13 @@ func BenchmarkSeal10k(b *testing.B) {
 
 func BenchmarkVerify10k(b *testing.B) {
 	k := testKey(b, 1)
-	frame, err := Seal(k, Message{Sender: "a", Seq: 1, Snapshot: bigSnapshot(10000)})
+	frame, err := Seal(k, Message{Sender: "a", Seq: 1, Snapshot: bigSnapshot(10000)}, testNonce)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		v, _ := NewVerifier(VerifierConfig{Key: k, Self: "b"})
-		if _, err := v.Verify(frame); err != nil {
+		if _, err := v.Verify(frame, fresh()); err != nil {
 			b.Fatal(err)
 		}
 	}

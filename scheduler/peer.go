@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -16,19 +16,31 @@ import (
 	"time"
 )
 
-// The transport is TCP. Each frame is sent as a 4-byte big-endian length
-// followed by the frame; the receiver answers every complete frame with an
-// acknowledgement:
+// The transport is TCP. On a new connection the listener speaks first,
+// with a hello carrying a fresh challenge:
+//
+//	0  4  "LVSC"
+//	4  2  protocol version
+//	6  16 challenge nonce
+//
+// The sender answers with a frame (message.go) that carries the nonce under
+// its MACs. The receiver answers every complete frame with an
+// acknowledgement, which also brings the challenge for the next frame:
 //
 //	0  1  verdict: 0 accepted, else 1 + the index of the rejection reason
 //	1  8  epoch of the frame (as read from its header)
 //	9  8  sequence of the frame
-//	17 32 HMAC-SHA256 over "LVSA", verdict, epoch, sequence
+//	17 16 the next challenge nonce (zero after a rejection)
+//	33 32 HMAC-SHA256 over "LVSA", verdict, epoch, sequence, next nonce
 //
 // so that the sender knows whether the peer accepted its state (and,
 // when the acknowledgement does not verify, that the keys differ). Any
 // rejection closes the connection.
-const ackLen = 1 + 8 + 8 + macLen
+const (
+	helloMagic = "LVSC"
+	helloLen   = 4 + 2 + ChallengeLen
+	ackLen     = 1 + 8 + 8 + ChallengeLen + macLen
+)
 
 // Transport defaults.
 const (
@@ -38,6 +50,13 @@ const (
 	DefaultIdleTimeout   = 2 * time.Minute
 	DefaultFrameTimeout  = 5 * time.Second
 	DefaultMaxConns      = 16
+	// A connection has this long to deliver a frame header that
+	// authenticates; until then it is unauthenticated.
+	DefaultHandshakeTimeout = 3 * time.Second
+	// Unauthenticated connections open at once, in all and per source
+	// address (an IPv6 source counts by its /64).
+	DefaultMaxUnauthenticated          = 32
+	DefaultMaxUnauthenticatedPerSource = 4
 )
 
 func verdictCode(err error) byte {
@@ -62,12 +81,52 @@ func verdictText(code byte) string {
 	return "rejected"
 }
 
-func makeAck(key *Key, code byte, epoch, seq uint64) []byte {
+func appendHello(b []byte, n Nonce) []byte {
+	b = append(b, helloMagic...)
+	b = binary.BigEndian.AppendUint16(b, Version)
+	return append(b, n[:]...)
+}
+
+// parseHello returns the challenge nonce of a listener's hello.
+func parseHello(b []byte) (Nonce, error) {
+	var n Nonce
+	if len(b) != helloLen || string(b[:4]) != helloMagic {
+		return n, errors.New("the peer did not send a sync challenge: not an lvs-monitor, or one older than protocol version 2 (upgrade it)")
+	}
+	if v := binary.BigEndian.Uint16(b[4:6]); v != Version {
+		return n, fmt.Errorf("the peer speaks sync protocol version %d, this director %d", v, Version)
+	}
+	copy(n[:], b[6:])
+	return n, nil
+}
+
+func makeAck(key *Key, code byte, epoch, seq uint64, next Nonce) []byte {
 	b := make([]byte, 0, ackLen)
 	b = append(b, code)
 	b = binary.BigEndian.AppendUint64(b, epoch)
 	b = binary.BigEndian.AppendUint64(b, seq)
-	return key.macAppend(b, ackParts(code, epoch, seq))
+	b = append(b, next[:]...)
+	return key.macAppend(b, ackParts(code, epoch, seq, next))
+}
+
+// ackFields is a verified acknowledgement.
+type ackFields struct {
+	code       byte
+	epoch, seq uint64
+	next       Nonce
+}
+
+// parseAck checks an acknowledgement's MAC and returns its fields.
+func parseAck(key *Key, b []byte) (ackFields, error) {
+	if len(b) != ackLen {
+		return ackFields{}, fmt.Errorf("acknowledgement of %d bytes, want %d", len(b), ackLen)
+	}
+	a := ackFields{code: b[0], epoch: binary.BigEndian.Uint64(b[1:9]), seq: binary.BigEndian.Uint64(b[9:17])}
+	copy(a.next[:], b[17:17+ChallengeLen])
+	if !key.equalMAC(b[17+ChallengeLen:], ackParts(a.code, a.epoch, a.seq, a.next)) {
+		return ackFields{}, errors.New("the peer's acknowledgement failed authentication: do both directors use the same key file?")
+	}
+	return a, nil
 }
 
 // PeerStatus is what a Pusher knows about one peer.
@@ -180,6 +239,12 @@ func NewPusher(cfg PusherConfig) (*Pusher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pusher{cfg: cfg, log: log}
+	// Sequence numbers continue from the clock, not from 1: a director
+	// that restarted into the epoch of its previous run (its epoch file
+	// lost and re-created) still sends above that run's numbers.
+	if now := cfg.Now().UnixNano(); now > 0 {
+		p.seq.Store(uint64(now))
+	}
 	seen := map[string]bool{}
 	for _, a := range cfg.Peers {
 		if _, _, err := net.SplitHostPort(a); err != nil {
@@ -237,7 +302,7 @@ func (p *Pusher) Run(ctx context.Context) error {
 }
 
 func (p *Pusher) runPeer(ctx context.Context, pr *pushPeer) {
-	var conn net.Conn
+	var conn *pushConn
 	defer func() {
 		if conn != nil {
 			conn.Close()
@@ -301,10 +366,18 @@ func (p *Pusher) runPeer(ctx context.Context, pr *pushPeer) {
 	}
 }
 
+// pushConn is a connection to a peer's listener and the challenge its next
+// frame must answer.
+type pushConn struct {
+	net.Conn
+	greeted bool // the listener's hello has been read
+	nonce   Nonce
+}
+
 // send delivers one message over *conn, dialling when there is no
 // connection; a reused connection that fails is replaced once at once (the
-// peer may have closed it while idle).
-func (p *Pusher) send(ctx context.Context, conn *net.Conn, pr *pushPeer, out *outgoing) error {
+// peer may have closed it while idle, or its challenge may have expired).
+func (p *Pusher) send(ctx context.Context, conn **pushConn, pr *pushPeer, out *outgoing) error {
 	payload, err := out.encode()
 	if err != nil {
 		return err
@@ -318,7 +391,7 @@ func (p *Pusher) send(ctx context.Context, conn *net.Conn, pr *pushPeer, out *ou
 			if err != nil {
 				return fmt.Errorf("connect: %w", err)
 			}
-			*conn, fresh = c, true
+			*conn, fresh = &pushConn{Conn: c}, true
 		}
 		// Shutting down interrupts an exchange in progress.
 		c := *conn
@@ -331,53 +404,69 @@ func (p *Pusher) send(ctx context.Context, conn *net.Conn, pr *pushPeer, out *ou
 		if err == nil {
 			return nil
 		}
-		(*conn).Close()
+		c.Close()
 		*conn = nil
 		var rej rejectedError
-		if fresh || attempt > 0 || errors.As(err, &rej) || ctx.Err() != nil {
+		if errors.As(err, &rej) && rej.code != verdictCode(ErrExpired) {
+			return err
+		}
+		if fresh || attempt > 0 || ctx.Err() != nil {
 			return err
 		}
 	}
 }
 
 // rejectedError is a peer's authenticated verdict against a frame.
-type rejectedError struct{ verdict string }
+type rejectedError struct{ code byte }
 
-func (e rejectedError) Error() string { return "peer rejected the frame: " + e.verdict }
+func (e rejectedError) Error() string { return "peer rejected the frame: " + verdictText(e.code) }
 
-// exchange writes one frame and reads its acknowledgement, within the
-// deadline the caller set on c.
-func (p *Pusher) exchange(c net.Conn, out *outgoing, payload []byte) error {
+// exchange reads the listener's hello on a new connection, then writes one
+// frame answering the current challenge and reads its acknowledgement,
+// which brings the next challenge — all within the deadline the caller set
+// on c.
+func (p *Pusher) exchange(c *pushConn, out *outgoing, payload []byte) error {
+	if !c.greeted {
+		var hello [helloLen]byte
+		if _, err := io.ReadFull(c, hello[:]); err != nil {
+			if isTimeout(err) {
+				return fmt.Errorf("no challenge from the peer (an lvs-monitor of protocol version 1 sends none: upgrade it): %w", err)
+			}
+			return fmt.Errorf("read the peer's challenge (the peer closes connections over its bounds, see its log): %w", err)
+		}
+		n, err := parseHello(hello[:])
+		if err != nil {
+			return err
+		}
+		c.nonce, c.greeted = n, true
+	}
 	m := out.msg
 	m.Version = Version
 	m.Sender = p.cfg.Self
 	m.Seq = p.seq.Add(1)
 	m.SentAt = p.cfg.Now()
-	frame, err := sealPayload(p.cfg.Key, &m, payload)
+	frame, err := sealPayload(p.cfg.Key, &m, c.nonce, payload)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, prefixSize, prefixSize+len(frame))
-	binary.BigEndian.PutUint32(buf, uint32(len(frame)))
-	if _, err := c.Write(append(buf, frame...)); err != nil {
+	if _, err := c.Write(frame); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
-	var ack [ackLen]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil {
+	var buf [ackLen]byte
+	if _, err := io.ReadFull(c, buf[:]); err != nil {
 		return fmt.Errorf("read acknowledgement: %w", err)
 	}
-	code := ack[0]
-	epoch := binary.BigEndian.Uint64(ack[1:9])
-	seq := binary.BigEndian.Uint64(ack[9:17])
-	if !p.cfg.Key.equalMAC(ack[17:], ackParts(code, epoch, seq)) {
-		return errors.New("the peer's acknowledgement failed authentication: do both directors use the same key file?")
+	ack, err := parseAck(p.cfg.Key, buf[:])
+	if err != nil {
+		return err
 	}
-	if epoch != m.Epoch || seq != m.Seq {
-		return fmt.Errorf("acknowledgement for epoch %d sequence %d, sent %d/%d", epoch, seq, m.Epoch, m.Seq)
+	if ack.epoch != m.Epoch || ack.seq != m.Seq {
+		return fmt.Errorf("acknowledgement for epoch %d sequence %d, sent %d/%d", ack.epoch, ack.seq, m.Epoch, m.Seq)
 	}
-	if code != 0 {
-		return rejectedError{verdict: verdictText(code)}
+	if ack.code != 0 {
+		return rejectedError{code: ack.code}
 	}
+	c.nonce = ack.next
 	return nil
 }
 
@@ -389,14 +478,30 @@ type ListenerConfig struct {
 	// is set (tests pass one opened inside a network namespace).
 	Addr     string
 	Listener net.Listener
-	// Senders, MaxAge, Now: see VerifierConfig.
-	Senders []string
-	MaxAge  time.Duration
-	Now     func() time.Time
-	// MaxConns bounds concurrent connections; more are closed at once.
+	// Senders, ChallengeLifetime, MaxAge, Now: see VerifierConfig.
+	Senders           []string
+	ChallengeLifetime time.Duration
+	MaxAge            time.Duration
+	Now               func() time.Time
+	// A connection is unauthenticated until a frame header answering its
+	// challenge has authenticated, which must happen within
+	// HandshakeTimeout. At most MaxUnauthenticated such connections are
+	// open at once, at most MaxUnauthenticatedPerSource from one source
+	// address (an IPv6 source counts by its /64). A new connection over a
+	// bound closes the oldest unauthenticated one of its source (or of the
+	// source with the most), so that squatters cannot keep a peer out —
+	// unless that one is younger than a quarter of HandshakeTimeout: then
+	// the new one is closed instead, so that a flood of new connections
+	// cannot push out a peer in the middle of its handshake.
+	HandshakeTimeout            time.Duration
+	MaxUnauthenticated          int
+	MaxUnauthenticatedPerSource int
+	// MaxConns bounds authenticated connections; more are closed. A
+	// sender's new connection replaces its older ones.
 	MaxConns int
-	// IdleTimeout closes a connection that sends nothing for this long;
-	// FrameTimeout bounds the arrival of one frame once it has begun.
+	// IdleTimeout closes an authenticated connection that sends nothing
+	// for this long (or for ChallengeLifetime, if shorter); FrameTimeout
+	// bounds the arrival of one frame once it has begun.
 	IdleTimeout  time.Duration
 	FrameTimeout time.Duration
 	Logger       *slog.Logger
@@ -413,6 +518,23 @@ type SenderStatus struct {
 	Writer       bool
 }
 
+// ConnStats counts what a Listener did with connections.
+type ConnStats struct {
+	// Open now.
+	Unauthenticated, Authenticated int
+	// Evicted: unauthenticated connections closed to make room for newer
+	// ones (MaxUnauthenticated, MaxUnauthenticatedPerSource).
+	Evicted uint64
+	// TurnedAway: new connections closed at once, over those bounds, when
+	// the unauthenticated connections in the way were all too young to go.
+	TurnedAway uint64
+	// HandshakeTimeouts: connections closed because no authenticated
+	// frame header came within HandshakeTimeout.
+	HandshakeTimeouts uint64
+	// OverMaxConns: authenticated connections closed over MaxConns.
+	OverMaxConns uint64
+}
+
 // Listener receives peers' frames, verifies them and delivers the
 // accepted messages.
 type Listener struct {
@@ -424,22 +546,53 @@ type Listener struct {
 
 	mu      sync.Mutex
 	closed  bool
-	conns   map[net.Conn]struct{}
+	conns   map[*lconn]struct{}
+	pending map[netip.Prefix][]*lconn // unauthenticated, oldest first
+	npend   int
+	nauth   int
+	stats   ConnStats
 	senders map[string]SenderStatus
-	refused uint64
 }
+
+// lconn is one connection to the listener.
+type lconn struct {
+	c      net.Conn
+	src    netip.Prefix
+	since  time.Time
+	state  connState // guarded by Listener.mu
+	sender string    // once authenticated
+}
+
+type connState int
+
+const (
+	connPending connState = iota // not authenticated yet
+	connAuthed
+	connGone
+)
 
 // NewListener verifies the configuration and opens the listening socket.
 func NewListener(cfg ListenerConfig) (*Listener, error) {
-	v, err := NewVerifier(VerifierConfig{Key: cfg.Key, Self: cfg.Self, Senders: cfg.Senders, MaxAge: cfg.MaxAge, Now: cfg.Now, Counters: cfg.Counters})
+	v, err := NewVerifier(VerifierConfig{Key: cfg.Key, Self: cfg.Self, Senders: cfg.Senders, ChallengeLifetime: cfg.ChallengeLifetime,
+		MaxAge: cfg.MaxAge, Now: cfg.Now, Counters: cfg.Counters})
 	if err != nil {
 		return nil, err
 	}
+	cfg.ChallengeLifetime = v.cfg.ChallengeLifetime
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	if cfg.MaxUnauthenticatedPerSource <= 0 {
+		cfg.MaxUnauthenticatedPerSource = DefaultMaxUnauthenticatedPerSource
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
@@ -458,25 +611,33 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 			return nil, fmt.Errorf("scheduler: listen for peers: %w", err)
 		}
 	}
-	return &Listener{cfg: cfg, ln: ln, v: v, log: log, conns: map[net.Conn]struct{}{}, senders: map[string]SenderStatus{}}, nil
+	return &Listener{cfg: cfg, ln: ln, v: v, log: log, conns: map[*lconn]struct{}{}, pending: map[netip.Prefix][]*lconn{},
+		senders: map[string]SenderStatus{}}, nil
 }
 
 // Addr returns the listening address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
-// Verifier returns the listener's verifier (its replay window can be
-// persisted and restored).
+// Verifier returns the listener's verifier.
 func (l *Listener) Verifier() *Verifier { return l.v }
 
 // Counters returns the accepted/rejected counters.
 func (l *Listener) Counters() *Counters { return l.v.Counters() }
 
-// Refused returns how many connections were closed because MaxConns were
-// already open.
+// Refused returns how many connections were closed over a bound
+// (ConnStats: Evicted, TurnedAway and OverMaxConns).
 func (l *Listener) Refused() uint64 {
+	s := l.ConnStats()
+	return s.Evicted + s.TurnedAway + s.OverMaxConns
+}
+
+// ConnStats returns the connection counts.
+func (l *Listener) ConnStats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.refused
+	s := l.stats
+	s.Unauthenticated, s.Authenticated = l.npend, l.nauth
+	return s
 }
 
 // Senders returns what is known of each sender that got a frame accepted,
@@ -497,8 +658,8 @@ func (l *Listener) Senders() []SenderStatus {
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	l.closed = true
-	for c := range l.conns {
-		c.Close()
+	for lc := range l.conns {
+		lc.c.Close()
 	}
 	l.mu.Unlock()
 	err := l.ln.Close()
@@ -533,75 +694,217 @@ func (l *Listener) Run(ctx context.Context, deliver func(Message)) error {
 			}
 			continue
 		}
-		if !l.track(c) {
+		lc := l.track(c)
+		if lc == nil {
 			c.Close()
 			continue
 		}
 		wg.Go(func() {
-			defer l.untrack(c)
-			l.serve(c, deliver)
+			defer l.untrack(lc)
+			l.serve(lc, deliver)
 		})
 	}
 }
 
-// track registers c; it returns false when c must be closed at once.
-func (l *Listener) track(c net.Conn) bool {
+// sourceOf returns the source a connection counts against: its address,
+// or the /64 of an IPv6 address.
+func sourceOf(a net.Addr) netip.Prefix {
+	var ip netip.Addr
+	if t, ok := a.(*net.TCPAddr); ok {
+		ip, _ = netip.AddrFromSlice(t.IP)
+	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		ip = ap.Addr()
+	}
+	ip = ip.Unmap()
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits) // an invalid address gives the zero prefix: one shared source
+	return p
+}
+
+// track registers a new, unauthenticated connection, closing an older
+// unauthenticated one when a bound is reached. It returns nil when c must
+// be closed instead: the listener is closed, or a bound is reached and the
+// connections in the way are still in their first moments.
+func (l *Listener) track(c net.Conn) *lconn {
+	lc := &lconn{c: c, src: sourceOf(c.RemoteAddr()), since: l.cfg.Now()}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return false
+		return nil
 	}
-	if len(l.conns) >= l.cfg.MaxConns {
-		l.refused++
-		if l.lim.allow("maxconns") {
-			l.log.Warn("sync listener: too many connections; closing a new one", "remote", c.RemoteAddr().String(), "max", l.cfg.MaxConns)
+	var victim *lconn
+	switch {
+	case len(l.pending[lc.src]) >= l.cfg.MaxUnauthenticatedPerSource:
+		victim = l.pending[lc.src][0]
+	case l.npend >= l.cfg.MaxUnauthenticated:
+		// The oldest of the source holding the most: a peer with its one
+		// connection is the last to go.
+		for _, q := range l.pending {
+			if victim == nil || len(q) > len(l.pending[victim.src]) ||
+				len(q) == len(l.pending[victim.src]) && q[0].since.Before(victim.since) {
+				victim = q[0]
+			}
 		}
-		return false
 	}
-	l.conns[c] = struct{}{}
-	return true
+	if victim != nil && lc.since.Sub(victim.since) < l.cfg.HandshakeTimeout/4 {
+		l.stats.TurnedAway++
+		if l.lim.allow("evict") {
+			l.log.Warn("sync listener: too many unauthenticated connections; closing a new one", "remote", c.RemoteAddr().String(),
+				"max", l.cfg.MaxUnauthenticated, "max_per_source", l.cfg.MaxUnauthenticatedPerSource)
+		}
+		return nil
+	}
+	if victim != nil {
+		l.remove(victim)
+		victim.c.Close()
+		l.stats.Evicted++
+		if l.lim.allow("evict") {
+			l.log.Warn("sync listener: too many unauthenticated connections; closing the oldest", "remote", victim.c.RemoteAddr().String(),
+				"max", l.cfg.MaxUnauthenticated, "max_per_source", l.cfg.MaxUnauthenticatedPerSource)
+		}
+	}
+	l.conns[lc] = struct{}{}
+	l.pending[lc.src] = append(l.pending[lc.src], lc)
+	l.npend++
+	return lc
 }
 
-func (l *Listener) untrack(c net.Conn) {
-	c.Close()
+// remove takes lc out of the counts. Call with l.mu held; it is
+// idempotent.
+func (l *Listener) remove(lc *lconn) {
+	switch lc.state {
+	case connPending:
+		q := l.pending[lc.src]
+		if i := slices.Index(q, lc); i >= 0 {
+			q = slices.Delete(q, i, i+1)
+		}
+		if len(q) == 0 {
+			delete(l.pending, lc.src)
+		} else {
+			l.pending[lc.src] = q
+		}
+		l.npend--
+	case connAuthed:
+		l.nauth--
+	}
+	lc.state = connGone
+	delete(l.conns, lc)
+}
+
+func (l *Listener) untrack(lc *lconn) {
+	lc.c.Close()
 	l.mu.Lock()
-	delete(l.conns, c)
+	l.remove(lc)
 	l.mu.Unlock()
 }
 
-// serve reads frames from one connection until it ends or a frame is
-// rejected.
-func (l *Listener) serve(c net.Conn, deliver func(Message)) {
+// promote moves lc, whose first frame header authenticated as sender, out
+// of the unauthenticated pool. The sender's older connections are closed:
+// a pusher uses one at a time. It returns false when lc must be closed
+// (evicted meanwhile, or MaxConns reached).
+func (l *Listener) promote(lc *lconn, sender string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lc.state != connPending {
+		return false
+	}
+	for o := range l.conns {
+		if o.state == connAuthed && o.sender == sender {
+			l.remove(o)
+			o.c.Close()
+		}
+	}
+	if l.nauth >= l.cfg.MaxConns {
+		l.stats.OverMaxConns++
+		if l.lim.allow("maxconns") {
+			l.log.Warn("sync listener: too many authenticated connections; closing a new one", "remote", lc.c.RemoteAddr().String(), "max", l.cfg.MaxConns)
+		}
+		return false
+	}
+	l.remove(lc)
+	lc.state, lc.sender = connAuthed, sender
+	l.conns[lc] = struct{}{}
+	l.nauth++
+	return true
+}
+
+// serve greets a connection with a challenge and reads frames from it
+// until it ends or a frame is rejected. Until a frame header
+// authenticates, it reads at most maxHeader bytes, within
+// HandshakeTimeout of the connection's arrival.
+func (l *Listener) serve(lc *lconn, deliver func(Message)) {
+	c := lc.c
 	remote := c.RemoteAddr().String()
-	var prefix [prefixSize]byte
+	handshake := time.Now().Add(l.cfg.HandshakeTimeout)
+	ch := NewChallenge(l.cfg.Now())
+	c.SetWriteDeadline(handshake)
+	if _, err := c.Write(appendHello(nil, ch.Nonce)); err != nil {
+		return
+	}
+	authed := false
+	var hdr [maxHeader]byte
 	for {
-		// Waiting for a frame: the idle timeout; once one has begun, it
-		// must arrive entirely within the frame timeout.
-		c.SetReadDeadline(time.Now().Add(l.cfg.IdleTimeout))
-		if _, err := io.ReadFull(c, prefix[:1]); err != nil {
+		// Waiting for a frame: the handshake deadline, then the idle
+		// timeout (never past the challenge's lifetime); once a frame has
+		// begun, it must arrive entirely within the frame timeout.
+		if authed {
+			c.SetReadDeadline(time.Now().Add(min(l.cfg.IdleTimeout, l.cfg.ChallengeLifetime)))
+		} else {
+			c.SetReadDeadline(handshake)
+		}
+		if _, err := io.ReadFull(c, hdr[:1]); err != nil {
+			if !authed && isTimeout(err) {
+				l.handshakeTimeout(remote)
+			}
 			return // closed, or idle: not an error
 		}
+		if authed {
+			c.SetReadDeadline(time.Now().Add(l.cfg.FrameTimeout))
+		}
+		if _, err := io.ReadFull(c, hdr[1:fixedHeader]); err != nil {
+			l.reject(remote, fmt.Errorf("%w: frame header: %w", ErrTruncated, err))
+			return
+		}
+		n, err := headerSize(hdr[:fixedHeader])
+		if err != nil {
+			l.ack(c, hdr[:fixedHeader], err, Nonce{})
+			l.reject(remote, err)
+			return
+		}
+		if _, err := io.ReadFull(c, hdr[fixedHeader:n]); err != nil {
+			l.reject(remote, fmt.Errorf("%w: frame header: %w", ErrTruncated, err))
+			return
+		}
+		size, err := l.v.VerifyHeader(hdr[:n], ch)
+		if err != nil {
+			l.ack(c, hdr[:n], err, Nonce{})
+			l.logReject(remote, err)
+			return
+		}
+		if !authed {
+			if !l.promote(lc, string(hdr[fixedHeader:n-macLen])) {
+				return
+			}
+			authed = true
+		}
+		// The header authenticated: the rest of the frame is worth room.
 		c.SetReadDeadline(time.Now().Add(l.cfg.FrameTimeout))
-		if _, err := io.ReadFull(c, prefix[1:]); err != nil {
-			l.reject(c, remote, nil, fmt.Errorf("%w: length prefix: %w", ErrTruncated, err))
+		frame := make([]byte, size)
+		copy(frame, hdr[:n])
+		if _, err := io.ReadFull(c, frame[n:]); err != nil {
+			l.reject(remote, fmt.Errorf("%w: frame body: %w", ErrTruncated, err))
 			return
 		}
-		n := binary.BigEndian.Uint32(prefix[:])
-		if n > MaxFrameSize {
-			l.reject(c, remote, nil, fmt.Errorf("%w: announced %d bytes, the bound is %d", ErrTooLarge, n, MaxFrameSize))
-			return
+		m, err := l.v.Verify(frame, ch)
+		var next Nonce
+		if err == nil {
+			ch = NewChallenge(l.cfg.Now())
+			next = ch.Nonce
 		}
-		// Grow the buffer as bytes arrive: an announced size costs nothing
-		// until it is actually sent.
-		var buf bytes.Buffer
-		buf.Grow(int(min(n, 64<<10)))
-		if _, err := io.CopyN(&buf, c, int64(n)); err != nil {
-			l.reject(c, remote, buf.Bytes(), fmt.Errorf("%w: %d of %d bytes: %w", ErrTruncated, buf.Len(), n, err))
-			return
-		}
-		frame := buf.Bytes()
-		m, err := l.v.Verify(frame)
-		l.ack(c, frame, err)
+		l.ack(c, frame, err, next)
 		if err != nil {
 			l.logReject(remote, err)
 			return
@@ -613,25 +916,36 @@ func (l *Listener) serve(c net.Conn, deliver func(Message)) {
 	}
 }
 
-// reject counts and logs a frame rejected before it reached the verifier.
-func (l *Listener) reject(c net.Conn, remote string, frame []byte, err error) {
-	l.v.Counters().count(err)
-	if errors.Is(err, ErrTooLarge) {
-		l.ack(c, frame, err)
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (l *Listener) handshakeTimeout(remote string) {
+	l.mu.Lock()
+	l.stats.HandshakeTimeouts++
+	l.mu.Unlock()
+	if l.lim.allow("handshake") {
+		l.log.Warn("sync listener: connection closed: no authenticated frame within the handshake timeout", "remote", remote, "timeout", l.cfg.HandshakeTimeout)
 	}
+}
+
+// reject counts and logs a frame rejected before it reached the verifier.
+func (l *Listener) reject(remote string, err error) {
+	l.v.Counters().count(err)
 	l.logReject(remote, err)
 }
 
 // ack sends the verdict on a frame, echoing the epoch and sequence of its
-// header when there is one.
-func (l *Listener) ack(c net.Conn, frame []byte, verdict error) {
+// header when there is one, with the next challenge after an acceptance.
+func (l *Listener) ack(c net.Conn, frame []byte, verdict error, next Nonce) {
 	var epoch, seq uint64
-	if len(frame) >= 22 {
-		epoch = binary.BigEndian.Uint64(frame[6:14])
-		seq = binary.BigEndian.Uint64(frame[14:22])
+	if len(frame) >= 38 {
+		epoch = binary.BigEndian.Uint64(frame[22:30])
+		seq = binary.BigEndian.Uint64(frame[30:38])
 	}
 	c.SetWriteDeadline(time.Now().Add(l.cfg.FrameTimeout))
-	c.Write(makeAck(l.cfg.Key, verdictCode(verdict), epoch, seq))
+	c.Write(makeAck(l.cfg.Key, verdictCode(verdict), epoch, seq, next))
 }
 
 func (l *Listener) logReject(remote string, err error) {

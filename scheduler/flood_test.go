@@ -1,0 +1,287 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// heapWatch samples the heap until stopped and reports the peak above the
+// level at start, and the bytes allocated meanwhile.
+type heapWatch struct {
+	base, total uint64
+	peak        atomic.Uint64
+	quit, done  chan struct{}
+}
+
+func watchHeap() *heapWatch {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	h := &heapWatch{base: ms.HeapAlloc, total: ms.TotalAlloc, quit: make(chan struct{}), done: make(chan struct{})}
+	h.peak.Store(ms.HeapAlloc)
+	go func() {
+		defer close(h.done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.quit:
+				return
+			case <-tick.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc > h.peak.Load() {
+				h.peak.Store(ms.HeapAlloc)
+			}
+		}
+	}()
+	return h
+}
+
+// stop returns the peak heap above the start and the bytes allocated since.
+func (h *heapWatch) stop() (peak, allocated uint64) {
+	close(h.quit)
+	<-h.done
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	p := h.peak.Load()
+	if p < h.base {
+		p = h.base
+	}
+	return p - h.base, ms.TotalAlloc - h.total
+}
+
+// multiListener accepts on several listeners at once (one listener
+// socket cannot be on both 127.0.0.1 and ::1).
+type multiListener struct {
+	lns    []net.Listener
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func newMultiListener(lns ...net.Listener) *multiListener {
+	m := &multiListener{lns: lns, conns: make(chan net.Conn), closed: make(chan struct{})}
+	for _, ln := range lns {
+		m.wg.Go(func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				select {
+				case m.conns <- c:
+				case <-m.closed:
+					c.Close()
+					return
+				}
+			}
+		})
+	}
+	return m
+}
+
+func (m *multiListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case <-m.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *multiListener) Close() error {
+	m.once.Do(func() {
+		close(m.closed)
+		for _, ln := range m.lns {
+			ln.Close()
+		}
+	})
+	m.wg.Wait()
+	return nil
+}
+
+func (m *multiListener) Addr() net.Addr { return m.lns[0].Addr() }
+
+// flood runs n attackers against addr until stop is closed or each has
+// made rounds connections: an idle attacker holds its connection until
+// the listener closes it, then opens another; a garbage attacker sends a
+// 4 MiB garbage frame on each. It returns a function that waits for them
+// and the count of connections made so far.
+func flood(addr string, n, rounds int, garbage []byte, stop <-chan struct{}) (wait func(), made *atomic.Int64) {
+	var wg sync.WaitGroup
+	made = new(atomic.Int64)
+	for range n {
+		wg.Go(func() {
+			for range rounds {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				made.Add(1)
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				if garbage != nil {
+					c.Write(garbage)
+					c.Close()
+					continue
+				}
+				closed := make(chan struct{})
+				go func() {
+					defer close(closed)
+					var b [256]byte
+					for {
+						if _, err := c.Read(b[:]); err != nil {
+							return
+						}
+					}
+				}()
+				select {
+				case <-stop:
+					c.Close()
+					<-closed
+					return
+				case <-closed:
+					c.Close()
+				}
+			}
+		})
+	}
+	return wg.Wait, made
+}
+
+// TestListenerUnderFlood: with the default limits, 100 idle connections,
+// then 100 connections each sending 4 MiB garbage frames, from 127.0.0.1,
+// do not keep the real peer out, and the garbage costs the listener next
+// to no memory. The peer connects from ::1 (another source: it gets
+// through while the attack goes on), then from 127.0.0.1 (the attackers'
+// own address: it gets through as the bounded attack allows). Every
+// attacker is on loopback and stops by itself.
+func TestListenerUnderFlood(t *testing.T) {
+	leakCheck(t)
+	k := testKey(t, 7)
+	ln4, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lns := []net.Listener{ln4}
+	peerAddrs := []string{}
+	if ln6, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		lns = append(lns, ln6)
+		peerAddrs = append(peerAddrs, ln6.Addr().String())
+	} else {
+		t.Logf("no IPv6 loopback (%v): the peer only connects from the attackers' address", err)
+	}
+	peerAddrs = append(peerAddrs, ln4.Addr().String())
+	in := NewInbox()
+	l := startListener(t, ListenerConfig{Self: "b", Key: k, Listener: newMultiListener(lns...)}, in.Put)
+	attackAddr := ln4.Addr().String()
+	garbage := binary.BigEndian.AppendUint32(nil, MaxFrameSize)
+	garbage = append(garbage, bytes.Repeat([]byte{0xA5}, MaxFrameSize)...)
+
+	epoch := uint64(0)
+	// peerThrough runs a new pusher (a restarted peer) to peerAddr while
+	// the attack goes on; it returns whether its frame was delivered, the
+	// attempts it took and the attacker connections made meanwhile.
+	peerThrough := func(peerAddr string, made *atomic.Int64) (ok bool, took time.Duration, attempts uint64, during int64) {
+		epoch++
+		p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{peerAddr}, RetryInterval: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); p.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		p.Publish(Message{Epoch: epoch, Writer: true, Snapshot: sampleSnapshot()})
+		took, ok = within(60*time.Second, func() bool {
+			for _, m := range in.Take() {
+				if m.Epoch == epoch {
+					return true
+				}
+			}
+			return false
+		})
+		during = made.Load()
+		within(5*time.Second, func() bool { return p.Status()[0].Sent > 0 })
+		s := p.Status()[0]
+		return ok, took, s.Sent + s.Failed, during
+	}
+
+	const n = 100
+	var peak, allocated uint64
+	for _, peerAddr := range peerAddrs {
+		sameSource := peerAddr == attackAddr
+		from := "::1"
+		if sameSource {
+			from = "127.0.0.1, the attackers' address"
+		}
+		// Idle: each attacker holds a connection, reopening it when the
+		// listener closes it, up to 6 times.
+		stop := make(chan struct{})
+		wait, made := flood(attackAddr, n, 6, nil, stop)
+		waitFor(t, 30*time.Second, "100 idle connections", func() bool { return made.Load() >= n })
+		ok, took, attempts, during := peerThrough(peerAddr, made)
+		close(stop)
+		wait()
+		t.Logf("peer from %s, 100 idle connections: through %v after %v, %d attempt(s), %d attacker connections by then (%d in all); %+v",
+			from, ok, took, attempts, during, made.Load(), l.ConnStats())
+		if !ok {
+			t.Errorf("peer from %s: not through 100 idle connections after %v (%d attempts)", from, took, attempts)
+		}
+
+		// Garbage: each attacker sends a 4 MiB garbage frame on each of up
+		// to 10 connections.
+		heap := watchHeap()
+		stop = make(chan struct{})
+		wait, made = flood(attackAddr, n, 10, garbage, stop)
+		waitFor(t, 30*time.Second, "the garbage under way", func() bool { return made.Load() >= n })
+		ok, took, attempts, during = peerThrough(peerAddr, made)
+		close(stop)
+		wait()
+		p, a := heap.stop()
+		peak, allocated = max(peak, p), max(allocated, a)
+		t.Logf("peer from %s, 100 connections sending 4 MiB garbage frames: through %v after %v, %d attempt(s), %d attacker connections by then (%d in all); heap peak +%.1f MiB, %.1f MiB allocated meanwhile (attackers included); %+v",
+			from, ok, took, attempts, during, made.Load(), float64(p)/(1<<20), float64(a)/(1<<20), l.ConnStats())
+		if !ok {
+			t.Errorf("peer from %s: not through the garbage after %v (%d attempts)", from, took, attempts)
+		}
+		if !sameSource && during >= n*10 {
+			t.Errorf("peer from %s: through only once the garbage had stopped", from)
+		}
+	}
+	// Generous: the listener reads a few hundred bytes of each; the rest
+	// is the attackers' own connections and the race detector.
+	if peak > 24<<20 {
+		t.Errorf("heap peak +%.1f MiB under garbage frames", float64(peak)/(1<<20))
+	}
+	if allocated > 64<<20 {
+		t.Errorf("%.1f MiB allocated under garbage frames", float64(allocated)/(1<<20))
+	}
+}
+
+// within polls cond every millisecond until it holds (true) or d passes
+// (false), and says how long it waited.
+func within(d time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			return time.Since(start), false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start), true
+}
