@@ -131,9 +131,13 @@ func replaySync(t *testing.T, addr string, data []byte) {
 func (d *director) run(t *testing.T, keyFile, dir string, peers ...[2]string) {
 	t.Helper()
 	conf := strings.Replace(cpuOnlyConfig, `interval = "1s"`, `interval = "200ms"`, 1)
+	if d.weight != "" {
+		conf = strings.Replace(conf, "controller = \"lvs\"\n", d.weight, 1)
+	}
 	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
-	conf += "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n"
+	conf = strings.Replace(conf, "[availability]\n", "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n", 1)
+	conf += d.extra
 	conf += "[sync]\nid = \"" + d.id + "\"\nlisten = \"" + d.ln.Addr().String() + "\"\nkey_file = \"" + keyFile + "\"\nrole = \"active\"\n"
 	for _, p := range peers {
 		conf += "[[sync.peer]]\nid = \"" + p[0] + "\"\naddress = \"" + p[1] + "\"\n"

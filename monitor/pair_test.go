@@ -91,38 +91,15 @@ func newDirector(t *testing.T, id string, role scheduler.Role, keyFile string) *
 	return d
 }
 
-// start runs d's monitor, synchronised with peers.
+// start runs d's monitor, synchronised with peers, its state in a new
+// directory.
 func (d *director) start(t *testing.T, keyFile string, peers ...*director) {
 	t.Helper()
-	conf := strings.Replace(cpuOnlyConfig, `interval = "1s"`, `interval = "200ms"`, 1)
-	if d.weight != "" {
-		conf = strings.Replace(conf, "controller = \"lvs\"\n", d.weight, 1)
-	}
-	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
-	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
-	conf = strings.Replace(conf, "[availability]\n", "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n", 1)
-	conf += d.extra
-	conf += "[sync]\nid = \"" + d.id + "\"\nlisten = \"" + d.ln.Addr().String() + "\"\nkey_file = \"" + keyFile + "\"\nrole = \"active\"\n"
+	var addrs [][2]string
 	for _, p := range peers {
-		conf += "[[sync.peer]]\nid = \"" + p.id + "\"\naddress = \"" + p.ln.Addr().String() + "\"\n"
+		addrs = append(addrs, [2]string{p.id, p.ln.Addr().String()})
 	}
-	cfg, err := ParseConfig(d.id+".toml", []byte(conf))
-	must(t, err)
-	cfg.StateDir = t.TempDir()
-	store, err := NewFileStore(cfg.StateDir)
-	must(t, err)
-	d.m, err = New(cfg, Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store,
-		Roles: d.role, SyncListener: d.ln}, false)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel, d.done = cancel, make(chan struct{})
-	go func() {
-		defer close(d.done)
-		if err := d.m.Run(ctx, nil); err != nil {
-			t.Errorf("%s: Run: %v", d.id, err)
-		}
-	}()
-	t.Cleanup(d.stop)
+	d.run(t, keyFile, t.TempDir(), addrs...)
 }
 
 func (d *director) stop() {
