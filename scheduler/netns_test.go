@@ -111,6 +111,18 @@ func delAddr(t *testing.T, h *netlink.Handle, l netlink.Link, prefix string) {
 
 // waitRole waits for the watcher to announce want, returning how long it
 // took.
+// waitPresent waits until the watcher sees n of its VIPs on the host: the
+// netlink events are in, whatever the machine's load (a generous bound
+// guards against a hang only).
+func waitPresent(t *testing.T, w *VIPWatcher, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); len(w.Present()) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("present %v after 30 s, want %d VIPs", w.Present(), n)
+		}
+	}
+}
+
 func waitRole(t *testing.T, w *VIPWatcher, want Role) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -163,8 +175,9 @@ func TestVIPWatcherInNamespace(t *testing.T) {
 	addAddr(t, h, dummy, "10.232.0.10/32")
 	t.Logf("VIP added: active after %v", waitRole(t, w, Active))
 	addAddr(t, h, other, "2001:db8:232::10/128")
+	waitPresent(t, w, 2) // the watcher has seen the second VIP
 	delAddr(t, h, dummy, "10.232.0.10/32")
-	time.Sleep(100 * time.Millisecond)
+	waitPresent(t, w, 1) // and the first one go
 	if w.Role() != Active {
 		t.Error("one VIP is still here, but the role went standby")
 	}
