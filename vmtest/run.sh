@@ -24,6 +24,9 @@
 #   VMTEST_APPEND="..."      extra kernel command line
 #   VMTEST_QUIET=0           boot without `quiet` (full kernel log on the console)
 #   VMTEST_CACHE, VMTEST_OUT  default vmtest/cache and vmtest/out
+#   VMTEST_BUSY=1            keep the host busy while the VM runs: one busy
+#                            loop per host core (nproc), stopped when qemu
+#                            exits (each bounded by VMTEST_TIMEOUT + 30 s)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -268,6 +271,25 @@ qemu=(qemu-system-x86_64 "${accel_args[@]}" -cpu max -m "$mem" -smp "$smp"
 	-nodefaults -no-user-config -display none -serial stdio -monitor none -no-reboot
 	-kernel "$vmlinuz" -initrd "$initrd" -append "$append")
 console=$out/console.log
+# VMTEST_BUSY=1: the host's cores busy for the whole VM run, as on a build
+# machine shared with other work. Each loop is bounded by `timeout`, so none
+# outlives the run even if this script is killed.
+busy_pids=()
+stop_busy() {
+	[ ${#busy_pids[@]} -gt 0 ] || return 0
+	kill "${busy_pids[@]}" 2>/dev/null || true
+	wait "${busy_pids[@]}" 2>/dev/null || true
+	busy_pids=()
+}
+trap stop_busy EXIT
+if [ "${VMTEST_BUSY:-0}" = 1 ]; then
+	nbusy=$(nproc)
+	for _ in $(seq "$nbusy"); do
+		timeout "$((vm_timeout + 30))" sh -c 'while :; do :; done' &
+		busy_pids+=($!)
+	done
+	log "VMTEST_BUSY=1: $nbusy busy loops on the host (one per core) until the VM stops"
+fi
 log "booting $kver (${accel_args[*]}, ${mem} MiB, $smp cpus), limit ${vm_timeout} s; console follows"
 t=$(now)
 set +e
@@ -275,7 +297,10 @@ timeout -k 5 "$vm_timeout" "${qemu[@]}" </dev/null 2>&1 | sed -u 's/\r$//' | tee
 qrc=${PIPESTATUS[0]}
 set -e
 vm_time=$(since "$t")
-timings+=("guest wall time $vm_time s")
+stop_busy
+busy_note=
+[ "${VMTEST_BUSY:-0}" = 1 ] && busy_note=" (host busy: $nbusy loops)"
+timings+=("guest wall time $vm_time s$busy_note")
 
 # --- (e) verdict ------------------------------------------------------------
 summary=$(grep -a '^=== VMTEST-END ' "$console" | sed 's/^=== VMTEST-END /  /' || true)
