@@ -67,10 +67,18 @@ fail() {
 }
 
 WAIT_POLL=0.3
-. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_until
+. "${VMTEST_LIB:-/vmtest}/lib.sh" # now, say, run, wait_for, wait_cycles, pass_cycles, hold_cycles
 
-
-
+# cycles A|B: the cycle counters of dirA's or dirB's monitor for lib.sh's
+# waits: its probes of each real server in the httpd logs, from the
+# director's address on its link to reals (10.8.1.1 dirA, 10.8.2.1 dirB);
+# one per cycle while the server is not drained, writer or follower.
+cycles() {
+	case $1 in A) _src='10\.8\.1\.1' ;; *) _src='10\.8\.2\.1' ;; esac
+	probe_counts "$_src" "$W/httpd1.log" "$W/httpd2.log" "$W/httpd3.log"
+}
+# counting DIR: the waits that follow count DIR's (A or B) cycles.
+counting() { COUNT_CYCLES="cycles $1"; }
 # weights NS: "w1 w2 w3", the kernel weights of rs1..rs3 in NS's table ("-" if absent).
 weights() {
 	ip netns exec "$1" ipvsadm -Ln -t "$SVC" | awk -v a="$RS1" -v b="$RS2" -v c="$RS3" '
@@ -143,13 +151,13 @@ start_monitor() {
 	ip netns exec "dir$1" lvs-monitor -config "$W/${3:-mon$1}.toml" 2>"$W/$2.log" &
 	eval "${1}PID=\$!"
 	eval "_pid=\$${1}PID"
-	_deadline=$(($(now) + 30))
 	# up when its sync part runs (the VIP watcher has listed the addresses)
-	until grep -q 'msg="synchronised director started"' "$W/$2.log"; do
-		kill -0 "$_pid" 2>/dev/null || fail "lvs-monitor $2 exited at start: $(grep 'level=ERROR' "$W/$2.log" | tail -n 1)"
-		[ "$(now)" -lt "$_deadline" ] || fail "not within 30 s: lvs-monitor $2 started its sync part"
-		sleep 0.3
-	done
+	_log=$2
+	sync_started() {
+		kill -0 "$_pid" 2>/dev/null || fail "lvs-monitor $_log exited at start: $(grep 'level=ERROR' "$W/$_log.log" | tail -n 1)"
+		grep -qs 'msg="synchronised director started"' "$W/$_log.log"
+	}
+	wait_for "lvs-monitor $2 started its sync part" sync_started
 }
 
 # --- setup -----------------------------------------------------------------
@@ -185,7 +193,8 @@ run ip -n dirA addr add "$VIP/32" dev lo
 for i in 1 2 3; do
 	mkdir -p "$W/www$i"
 	echo "rs$i" >"$W/www$i/index.html"
-	ip netns exec reals httpd -f -p "10.2.0.1$i:80" -h "$W/www$i" &
+	: >"$W/httpd$i.log"
+	ip netns exec reals httpd -f -v -p "10.2.0.1$i:80" -h "$W/www$i" 2>>"$W/httpd$i.log" &
 	echo $! >"$W/httpd$i.pid"
 	ip netns exec reals lvs-agent -listen "10.2.0.1$i:9771" 2>"$W/agent$i.log" &
 done
@@ -193,8 +202,8 @@ answers() { [ "$(ip netns exec "$1" timeout 3 wget -q -O - "http://10.2.0.1$2/" 
 agent_ok() { ip netns exec "$1" timeout 3 wget -q -O - "http://10.2.0.1$2:9771/v1/load" 2>/dev/null | grep -q '"schema":1'; }
 for d in dirA dirB; do
 	for i in 1 2 3; do
-		wait_until 20 "rs$i answers from $d" answers "$d" "$i"
-		wait_until 20 "rs$i's agent answers from $d" agent_ok "$d" "$i"
+		wait_for "rs$i answers from $d" answers "$d" "$i"
+		wait_for "rs$i's agent answers from $d" agent_ok "$d" "$i"
 	done
 done
 
@@ -219,9 +228,11 @@ say "setup done in $(($(now) - t_start)) s: dirA $(weights dirA), dirB $(weights
 # --- a. dirB mirrors dirA ----------------------------------------------------
 start_monitor B monB
 start_monitor A monA1
-wait_until 20 "dirA's monitor writes (took over)" grep -q 'took over at epoch' "$W/monA1.log"
+counting A
+wait_cycles 20 "dirA's monitor writes (took over)" grep -q 'took over at epoch' "$W/monA1.log"
 follows_a() { ctl B status -o json 2>/dev/null | grep -q '"leader": "director-A@'; }
-wait_until 20 "dirB's monitor follows dirA (lvsctl status: leader director-A)" follows_a
+counting B
+wait_cycles 20 "dirB's monitor follows dirA (lvsctl status: leader director-A)" follows_a
 # mirrored: both tables equal at two polls in a row, and dirB's no longer
 # its own 1/1/1 nor dirA's starting 10/20/30 (dirA's own computed weights).
 mirrored() {
@@ -233,7 +244,8 @@ mirrored() {
 	[ "$_m" -ge 2 ]
 }
 _m=0
-wait_until 30 "dirB's table mirrors dirA's" mirrored
+counting A
+wait_cycles 30 "dirB's table mirrors dirA's" mirrored
 say "mirrored: dirA $(weights dirA) = dirB $(weights dirB)"
 grep -q 'msg="applied the writer.s weights"' "$W/monB.log" || fail "a: dirB never logged applying the writer's weights"
 grep -q 'msg="weight changed"' "$W/monB.log" && fail "a: dirB (a follower) wrote weights of its own: $(grep -m1 'msg="weight changed"' "$W/monB.log")"
@@ -247,18 +259,17 @@ say "a: PASS"
 run ip netns exec dirB ipvsadm -e -t "$SVC" -r "$RS1" -m -w 0
 say "operator on dirB (standby): ipvsadm -e -t $SVC -r $RS1 -m -w 0"
 a_rs1_zero() { [ "$(nth 1 "$(weights dirA)")" = 0 ]; }
-wait_until 15 "the drain made on dirB reaches dirA's table" a_rs1_zero
+wait_cycles 15 "the drain made on dirB reaches dirA's table" a_rs1_zero
 say "dirA $(weights dirA), dirB $(weights dirB)"
 grep -q "msg=\"operator change made on another director replayed here\" .*server=$RS1 .*new=0" "$W/monA1.log" ||
 	fail "b: dirA did not log replaying dirB's drain"
-wait_until 15 "dirA's monitor classifies rs1 as drained by operator" grep -q "msg=ownership .* server=$RS1 .*drained by operator" "$W/monA1.log"
-# both stay 0 for three of dirA's cycles
-t_end=$(($(now) + 4 * INTERVAL + 2))
-while [ "$(now)" -lt "$t_end" ]; do
+wait_cycles 15 "dirA's monitor classifies rs1 as drained by operator" grep -q "msg=ownership .* server=$RS1 .*drained by operator" "$W/monA1.log"
+# both stay 0 for six of dirA's cycles
+both_drained() {
 	[ "$(nth 1 "$(weights dirA)")" = 0 ] || fail "b: drained rs1 on dirA is $(nth 1 "$(weights dirA)")"
 	[ "$(nth 1 "$(weights dirB)")" = 0 ] || fail "b: drained rs1 on dirB is $(nth 1 "$(weights dirB)")"
-	sleep 0.5
-done
+}
+hold_cycles 6 "b: rs1 drained on both" both_drained
 say "b: PASS (rs1 0 on both: dirA $(weights dirA), dirB $(weights dirB))"
 
 # --- c. failover --------------------------------------------------------------
@@ -266,11 +277,11 @@ say "b: PASS (rs1 0 on both: dirA $(weights dirA), dirB $(weights dirB))"
 # the weights are moving and dirB must write at once when it takes over.
 kill "$(cat "$W/httpd2.pid")"
 a_rs2_zero() { [ "$(nth 2 "$(weights dirA)")" = 0 ]; }
-wait_until 15 "rs2 down (0) on dirA after its httpd stopped" a_rs2_zero
-ip netns exec reals httpd -f -p 10.2.0.12:80 -h "$W/www2" &
+wait_cycles 15 "rs2 down (0) on dirA after its httpd stopped" a_rs2_zero
+ip netns exec reals httpd -f -v -p 10.2.0.12:80 -h "$W/www2" 2>>"$W/httpd2.log" &
 a_rs2_back() { _w=$(nth 2 "$(weights dirA)"); [ "$_w" != 0 ] && [ "$_w" != - ]; }
-wait_until 15 "rs2 back (ramping) on dirA" a_rs2_back
-sleep 1
+wait_cycles 15 "rs2 back (ramping) on dirA" a_rs2_back
+pass_cycles 1
 say "rs2 ramping: dirA $(weights dirA), dirB $(weights dirB)"
 # dirA dies. Freeze it first, so that its last table is known; a freeze
 # between a write and its push would show dirB one step behind, which is
@@ -295,9 +306,10 @@ lines_b=$(wc -l <"$W/monB.log")
 run ip -n dirA addr del "$VIP/32" dev lo
 t_vip=$(wall)
 run ip -n dirB addr add "$VIP/32" dev lo
-wait_until 10 "dirB takes over after the VIP moved" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'took over at epoch'"
+counting B
+wait_cycles 10 "dirB takes over after the VIP moved" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'took over at epoch'"
 after_vip() { tail -n +$((lines_b + 1)) "$W/monB.log"; }
-wait_until 10 "dirB writes a weight after taking over" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'msg=\"weight changed\"'"
+wait_cycles 10 "dirB writes a weight after taking over" sh -c "tail -n +$((lines_b + 1)) $W/monB.log | grep -q 'msg=\"weight changed\"'"
 takeover_line=$(after_vip | grep -m1 'took over at epoch')
 write_line=$(after_vip | grep -m1 'msg="weight changed"')
 role_line=$(after_vip | grep -m1 'VIP watcher: role changed')
@@ -340,12 +352,9 @@ ctl B status -o json >"$W/statusB.json" || fail "c: lvsctl status on dirB failed
 grep -q '"writer": true' "$W/statusB.json" || fail "c: lvsctl status on dirB does not say writer true after the takeover"
 own1=$(awk -v s="\"server\": \"$RS1\"" 'index($0, s) { f = 1 } f && /"ownership"/ { gsub(/[",]/, "", $2); print $2; exit }' "$W/statusB.json")
 [ "$own1" = drained ] || fail "c: dirB's record of rs1 after the takeover is $own1, not drained"
-# the drain is kept through several of dirB's cycles as the writer
-t_end=$(($(now) + 4 * INTERVAL + 2))
-while [ "$(now)" -lt "$t_end" ]; do
-	[ "$(nth 1 "$(weights dirB)")" = 0 ] || fail "c: the drain of rs1 was lost at the failover: dirB $(weights dirB)"
-	sleep 0.5
-done
+# the drain is kept through six of dirB's cycles as the writer
+b_drained() { [ "$(nth 1 "$(weights dirB)")" = 0 ] || fail "c: the drain of rs1 was lost at the failover: dirB $(weights dirB)"; }
+hold_cycles 6 "c: rs1 drained on dirB" b_drained
 after_vip | grep -q "msg=\"weight changed\" .* server=$RS1 " && fail "c: dirB wrote drained rs1"
 say "c: PASS (dirB writing: $(weights dirB); rs1 still drained)"
 
@@ -363,10 +372,12 @@ before_b=$(weights dirB)
 run ip netns exec dirA ipvsadm -e -t "$SVC" -r "$RS3" -m -w 7
 run ip -n dirA addr add "$VIP/32" dev lo
 start_monitor A monA2 monA-otherkey
-wait_until 20 "dirA (other key) writes on its own" grep -q 'took over at epoch' "$W/monA2.log"
+counting A
+wait_cycles 20 "dirA (other key) writes on its own" grep -q 'took over at epoch' "$W/monA2.log"
 bad_grew() { _n=$(json_num_b bad_mac); [ "${_n:-0}" -gt "$bad0" ]; }
-wait_until 15 "dirB counts bad_mac rejections" bad_grew
-sleep $((3 * INTERVAL))
+wait_cycles 15 "dirB counts bad_mac rejections" bad_grew
+counting B
+pass_cycles 3
 after_b=$(weights dirB)
 a_now=$(weights dirA)
 bad1=$(json_num_b bad_mac)
