@@ -378,17 +378,42 @@ bad_grew() { _n=$(json_num_b bad_mac); [ "${_n:-0}" -gt "$bad0" ]; }
 wait_cycles 15 "dirB counts bad_mac rejections" bad_grew
 counting B
 pass_cycles 3
-after_b=$(weights dirB)
-a_now=$(weights dirA)
+# dirB's table is its own. dirB is the writer, so its own cycles may move
+# rs2 and rs3 (on a busy host, where the probes are slow and the formula's
+# load is over its target, they move every cycle): each weight in dirB's
+# table must be the last one dirB logged writing since d began, or as it was
+# then; a weight taken from dirA would come with no such line. dirB is
+# frozen while its table and log are read, so that both are of one moment;
+# a freeze between a write and its log line is tried again.
+own_b() { # "w1 w2 w3": what dirB's own log says its table holds
+	tail -n +$((lines_b + 1)) "$W/monB.log" | weight_changes | awk -v a="$RS1" -v b="$RS2" -v c="$RS3" -v w="$before_b" '
+		BEGIN { split(w, v, " ") }
+		$1 == a { v[1] = $3 } $1 == b { v[2] = $3 } $1 == c { v[3] = $3 }
+		END { print v[1], v[2], v[3] }'
+}
+tries=0
+while :; do
+	kill -STOP "$BPID"
+	after_b=$(weights dirB)
+	own=$(own_b)
+	a_now=$(weights dirA)
+	kill -CONT "$BPID"
+	[ "$after_b" = "$own" ] && break
+	tries=$((tries + 1))
+	[ "$tries" -lt 3 ] || fail "d: dirB's table $after_b is not what dirB itself wrote ($own, from $before_b): something else wrote it"
+	sleep 0.3
+done
 bad1=$(json_num_b bad_mac)
 acc=$(json_num "$W/statusB.json" accepted)
-say "dirB: bad_mac $bad0 -> $bad1 (accepted $acc); dirB $before_b -> $after_b, dirA (writing on its own) $a_now"
+say "dirB: bad_mac $bad0 -> $bad1 (accepted $acc); dirB $before_b -> $after_b (its own writes), dirA (writing on its own) $a_now"
 tail -n +$((lines_b + 1)) "$W/monB.log" | grep -E 'applied the writer|split brain|following it|replayed here' &&
 	fail "d: dirB acted on dirA's messages despite the wrong key"
 [ "$acc" = "$acc0" ] || fail "d: dirB accepted $((acc - acc0)) frames from dirA with the wrong key"
-[ "$(nth 3 "$after_b")" = "$(nth 3 "$before_b")" ] || fail "d: rs3 on dirB changed from $(nth 3 "$before_b") to $(nth 3 "$after_b")"
 [ "$(nth 1 "$after_b")" = 0 ] || fail "d: rs1 on dirB is no longer drained"
-[ "$(nth 3 "$a_now")" != "$(nth 3 "$after_b")" ] || fail "d: dirA's rs3 equals dirB's: nothing to tell apart"
+# dirA started from weights of its own: rs3 at the operator's 7, which dirB
+# never had — a frame of dirA's taken by dirB would have shown.
+grep -q "msg=ownership .* server=$RS3 weight=7 .*new default weight" "$W/monA2.log" || fail "d: dirA did not take rs3's 7 as its new default"
+[ "$(nth 3 "$before_b")" != 7 ] || fail "d: dirB's rs3 was dirA's 7 already: nothing to tell apart"
 grep -q '"writer": true' "$W/statusB.json" || fail "d: dirB no longer the writer"
 tail -n +$((lines_b + 1)) "$W/monB.log" | grep -m1 'msg="sync frame rejected" .*reason=bad_mac' ||
 	fail "d: dirB did not log a bad_mac rejection"
