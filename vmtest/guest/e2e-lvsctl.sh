@@ -281,5 +281,9 @@ wait "$MONPID"
 rc=$?
 MONPID=
 [ "$rc" = 0 ] || fail "lvs-monitor exited $rc on SIGTERM"
+# For whoever reads a run on a busy host: how much the weights moved, and
+# every server the monitor took down on failed probes (c stops rs3's httpd).
+echo "--- monitor.log: $(grep -c 'msg="weight changed"' "$W/monitor.log") weight changes; down on failed probes:"
+grep 'msg="weight changed" .*reason="unreachable' "$W/monitor.log" | sed 's/^time=[^T]*T\([^ ]*\)Z .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason=/  \1 \2 \3->\4 /'
 cleanup
 echo "PASS: e2e-lvsctl (a-d) in $(($(now) - t_start)) s"

@@ -248,7 +248,7 @@ mirrored() {
 _m=0
 counting A
 wait_cycles 30 "dirB's table mirrors dirA's" mirrored
-say "mirrored: dirA $(weights dirA) = dirB $(weights dirB)"
+say "mirrored: dirA $_a = dirB $_b at two polls in a row (now dirA $(weights dirA), dirB $(weights dirB))"
 grep -q 'msg="applied the writer.s weights"' "$W/monB.log" || fail "a: dirB never logged applying the writer's weights"
 grep -q 'msg="weight changed"' "$W/monB.log" && fail "a: dirB (a follower) wrote weights of its own: $(grep -m1 'msg="weight changed"' "$W/monB.log")"
 ctl B status -o json >"$W/statusB.json" || fail "a: lvsctl status on dirB failed"
@@ -446,5 +446,11 @@ rb=$?
 APID=
 BPID=
 [ "$ra/$rb" = 0/0 ] || fail "the monitors exited with $ra/$rb on SIGTERM"
+# For whoever reads a run on a busy host: how much the weights moved, and
+# every server the monitors took down on failed probes (c stops rs2's httpd).
+for f in monA1 monB monA2; do
+	echo "--- $f.log: $(grep -c 'msg="weight changed"' "$W/$f.log") weight changes; down on failed probes:"
+	grep 'msg="weight changed" .*reason="unreachable' "$W/$f.log" | sed 's/^time=[^T]*T\([^ ]*\)Z .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason=/  \1 \2 \3->\4 /'
+done
 cleanup
 echo "PASS: e2e-pair (a-d) in $(($(now) - t_start)) s; takeover: writer ${ms_takeover} ms, first write ${ms_write} ms after the VIP was added"
