@@ -61,6 +61,16 @@ show() { read_table; say "weights rs1=$w1 rs2=$w2 rs3=$w3, active $a1 $a2 $a3 ${
 # changes_since LINE: "SERVER OLD NEW REASON" per "weight changed" after LINE.
 changes_since() { sed -n "$(($1 + 1)),\$p" "$W/monitor.log" | weight_changes; }
 loglines() { wc -l <"$W/monitor.log"; }
+# held_while_slow STEP LINE I WHY: the guard has not released rsI since
+# LINE of its log, at a non-zero weight (a release at 0 is of a drained
+# server), while WHY still holds (the test has not yet made the slow servers
+# fast): such a release lets go of a cut server that still has its backlog,
+# or of a raised one whose service still has one, and the step's premise is
+# gone. Fail, saying so.
+held_while_slow() {
+	_rel=$(sed -n "$(($2 + 1)),\$p" "$W/monitor.log" | grep "msg=\"backlog guard: released\" .* server=$(rs "$3") weight=[1-9]")
+	[ -z "$_rel" ] || fail "$1: the guard released rs$3 while $4: $_rel"
+}
 # cycles: the monitor's cycle counters for lib.sh's waits: its probes of
 # each server (from the director's 10.1.I.1, to /, not the slow page), one
 # per 2 s cycle while the server is not drained (rs2 is drained in d).
@@ -156,6 +166,7 @@ changes_since "$l1" | grep -v "^$(rs 2) " | grep -q . && fail "b: another server
 say "b: PASS ($(changes_since "$l1" | head -n 1))"
 
 # --- c. rs2 fast again: its weight back at a cycle ----------------------------------
+held_while_slow b "$l1" 2 "rs2 was still slow ($SLOW s a request)"
 l2=$(loglines)
 echo 0 >"$W/delay2"
 say "rs2 fast again"
@@ -167,13 +178,16 @@ grep -q "msg=\"backlog guard: released\" .* server=$(rs 2) " "$W/monitor.log" ||
 say "c: PASS"
 
 # --- d. an operator drain during a hold stays --------------------------------
+l3=$(loglines)
 echo "$SLOW" >"$W/delay2"
 wait_cycles 10 "rs2's weight cut again" rs2_cut
-show "(rs2 slow again, held)"
+# The drain at once: the hold lasts while rs2 is slow, but the test's own
+# reactions take seconds when the guest is busy.
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 0
-say "operator: ipvsadm -e -t $SVC -r $(rs 2) -m -w 0"
+say "operator: ipvsadm -e -t $SVC -r $(rs 2) -m -w 0 (weight $w2 when the cut was seen)"
 rs2_drained() { read_table; [ "$w2" = 0 ] || fail "d: drained rs2 has weight $w2 during its backlog"; }
 hold_cycles 4 "d: drained rs2 at 0" rs2_drained
+held_while_slow d "$l3" 2 "rs2 was still slow ($SLOW s a request), before the drain"
 grep -q "msg=\"backlog guard: hold dropped\" .* server=$(rs 2) " "$W/monitor.log" || fail "d: the guard did not drop its hold on the drained rs2"
 echo 0 >"$W/delay2"
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 10
@@ -194,6 +208,7 @@ wait_cycles 10 "rs3's weight raised" rs3_raised
 show "(rs1, rs2 slow)"
 changes_since "$l4" | grep -q "^$(rs 3) 10 [0-9]* starved: " || fail "e: rs3's raise was not for its share: $(changes_since "$l4")"
 say "e: raised ($(changes_since "$l4" | grep "^$(rs 3) " | head -n 1))"
+held_while_slow e "$l4" 3 "rs1 and rs2 were still slow ($SLOW s a request)"
 l5=$(loglines)
 echo 0 >"$W/delay1"
 echo 0 >"$W/delay2"
