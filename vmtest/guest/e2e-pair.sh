@@ -331,13 +331,17 @@ write_line=$(after_vip | grep -m1 'msg="weight changed"')
 role_line=$(after_vip | grep -m1 'VIP watcher: role changed')
 vip_sod=$(sed -n 's/^\[[0-9-]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)\] .*inet 10\.0\.1\.100\/32 .*/\1 \2 \3/p' "$W/addrmon.log" | head -n 1 | awk '{ printf "%.6f\n", $1 * 3600 + $2 * 60 + $3 }')
 [ -n "$vip_sod" ] || fail "c: the address monitor in dirB did not see the VIP added: $(cat "$W/addrmon.log")"
+# The VIP was there by the time the first of the two listeners got the
+# event (on a busy guest dirB's watcher was once 43 ms ahead of ip monitor).
+role_sod=$(log_sod "$role_line")
+[ -z "$role_sod" ] || [ "$(ms_between "$vip_sod" "$role_sod")" -ge 0 ] || vip_sod=$role_sod
 ms_cmd=$(ms_since "$vip_sod" "$t_vip")
 ms_role=$(ms_between "$vip_sod" "$(log_sod "$role_line")")
 ms_takeover=$(ms_between "$vip_sod" "$(log_sod "$takeover_line")")
 ms_write=$(ms_between "$vip_sod" "$(log_sod "$write_line")")
 echo "$takeover_line"
 echo "$write_line"
-say "TAKEOVER: the VIP appeared on dirB ${ms_cmd} ms after \`ip addr add\` started; from there -> dirB sees it ${ms_role} ms, -> dirB is the writer ${ms_takeover} ms, -> dirB's first weight write ${ms_write} ms (interval $((INTERVAL * 1000)) ms)"
+say "TAKEOVER: the VIP appeared on dirB ${ms_cmd} ms after \`ip addr add\` started (the first of ip monitor and dirB's watcher to see it); from there -> dirB sees it ${ms_role} ms, -> dirB is the writer ${ms_takeover} ms, -> dirB's first weight write ${ms_write} ms (interval $((INTERVAL * 1000)) ms)"
 [ "$ms_takeover" -le $((INTERVAL * 1000)) ] || fail "c: dirB became the writer ${ms_takeover} ms after the VIP was added (more than one interval)"
 [ "$ms_write" -le $((INTERVAL * 1000)) ] || fail "c: dirB's first write came ${ms_write} ms after the VIP was added (more than one interval)"
 # dirB's table at takeover: each weight as dirA left it. A weight dirB wrote
