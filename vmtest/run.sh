@@ -15,7 +15,7 @@
 # or missing result marker.
 #
 # Environment (all optional):
-#   VMTEST_TIMEOUT=330       hard limit for the whole VM run, seconds (900 busy)
+#   VMTEST_TIMEOUT=480       hard limit for the whole VM run, seconds (900 busy)
 #   VMTEST_TEST_TIMEOUT=200  limit for one guest test, seconds (400 busy)
 #   VMTEST_MEM=1024 VMTEST_SMP=2
 #   VMTEST_ACCEL=tcg|kvm     default tcg (this machine's nested KVM fails)
@@ -41,7 +41,7 @@ if [ "${VMTEST_BUSY:-0}" = 1 ]; then
 	vm_timeout=${VMTEST_TIMEOUT:-900}
 	test_timeout=${VMTEST_TEST_TIMEOUT:-400}
 else
-	vm_timeout=${VMTEST_TIMEOUT:-330}
+	vm_timeout=${VMTEST_TIMEOUT:-480}
 	test_timeout=${VMTEST_TEST_TIMEOUT:-200}
 fi
 mem=${VMTEST_MEM:-1024}
