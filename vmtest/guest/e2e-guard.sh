@@ -162,7 +162,12 @@ l1=$(loglines)
 echo "$SLOW" >"$W/delay2"
 say "rs2 now takes $SLOW s per request"
 rs2_cut() { read_table; [ -n "$w2" ] && [ "$w2" -gt 0 ] && [ "$w2" -lt 10 ]; }
-wait_cycles 10 "rs2's weight cut" rs2_cut
+# A backlog takes its time to build: min_excess connections over the peers'
+# at rs2's share of the client's arrivals, growing, at two checks; a busy
+# guest halves the arrivals (and a frozen service — every probe timing out
+# at once — waits): 19 s once. CUT cycles, 30 s.
+CUT=15
+wait_cycles "$CUT" "rs2's weight cut" rs2_cut
 show "(rs2 slow)"
 changes_since "$l1" | grep -q "^$(rs 2) 10 [0-9]* backlog: " || fail "b: rs2's cut was not for its backlog: $(changes_since "$l1")"
 changes_since "$l1" | grep -v "^$(rs 2) " | grep -q . && fail "b: another server's weight changed: $(changes_since "$l1")"
@@ -184,7 +189,7 @@ say "c: PASS"
 # --- d. an operator drain during a hold stays --------------------------------
 l3=$(loglines)
 echo "$SLOW" >"$W/delay2"
-wait_cycles 10 "rs2's weight cut again" rs2_cut
+wait_cycles "$CUT" "rs2's weight cut again" rs2_cut
 # The drain at once: the hold lasts while rs2 is slow, but the test's own
 # reactions take seconds when the guest is busy.
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 0
@@ -208,7 +213,7 @@ echo "$SLOW" >"$W/delay1"
 echo "$SLOW" >"$W/delay2"
 say "rs1 and rs2 now take $SLOW s per request"
 rs3_raised() { read_table; [ -n "$w3" ] && [ "$w3" -gt 10 ]; }
-wait_cycles 10 "rs3's weight raised" rs3_raised
+wait_cycles "$CUT" "rs3's weight raised" rs3_raised
 show "(rs1, rs2 slow)"
 changes_since "$l4" | grep -q "^$(rs 3) 10 [0-9]* starved: " || fail "e: rs3's raise was not for its share: $(changes_since "$l4")"
 say "e: raised ($(changes_since "$l4" | grep "^$(rs 3) " | head -n 1))"
