@@ -63,7 +63,8 @@ loadtest:
 	$(GO) run ./cmd/lvs-loadtest -n 2000 -interval 2s -duration 5m
 
 # Boots a Debian cloud kernel under qemu (TCG) and runs the tests listed in
-# vmtest/tests.list against real IPVS. VMTEST_LIST=path overrides the list.
+# vmtest/tests.list against real IPVS. VMTEST_LIST=path overrides the list;
+# VMTEST_BUSY=1 runs it with every host core busy (one busy loop per core).
 # See docs/testing-kernel.md.
 VMTEST_LIST ?=
 test-kernel:
