@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"net"
 	"runtime"
@@ -198,14 +197,8 @@ func TestListenerUnderFlood(t *testing.T) {
 	// attempts it took and the attacker connections made meanwhile.
 	peerThrough := func(peerAddr string, made *atomic.Int64) (ok bool, took time.Duration, attempts uint64, during int64) {
 		epoch++
-		p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{peerAddr}, RetryInterval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); p.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{peerAddr}, RetryInterval: 200 * time.Millisecond})
+		defer stop()
 		p.Publish(Message{Epoch: epoch, Writer: true, Snapshot: sampleSnapshot()})
 		took, ok = within(60*time.Second, func() bool {
 			for _, m := range in.Take() {

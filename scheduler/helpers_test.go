@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -95,3 +96,16 @@ var testNonce = Nonce{0x6c, 0x76, 0x73, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1
 
 // fresh returns the test challenge, issued now.
 func fresh() Challenge { return Challenge{Nonce: testNonce, Issued: time.Now()} }
+
+// runPusher starts a pusher for cfg; stop ends it and waits for it.
+func runPusher(t *testing.T, cfg PusherConfig) (p *Pusher, stop func()) {
+	t.Helper()
+	p, err := NewPusher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	return p, func() { cancel(); <-done }
+}

@@ -980,14 +980,8 @@ func TestPusherRestartSameEpoch(t *testing.T) {
 	l := startListener(t, ListenerConfig{Self: "b", Key: k}, in.Put)
 	run := func(n int) {
 		t.Helper()
-		p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{l.Addr().String()}, RetryInterval: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); p.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{l.Addr().String()}, RetryInterval: 50 * time.Millisecond})
+		defer stop()
 		for i := range n {
 			p.Publish(Message{Epoch: 1, Writer: true, Snapshot: Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
 			waitFor(t, 5*time.Second, "the frame", func() bool { return len(in.Take()) == 1 })

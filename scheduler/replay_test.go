@@ -256,14 +256,8 @@ func TestReplayAcrossRestarts(t *testing.T) {
 	undrain := Edit{Pos: EditPos{Epoch: 3, ID: 2}, Key: simKeys[2], Weight: 10}
 	pusher := func(epoch uint64, msgs ...Message) {
 		t.Helper()
-		p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); p.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond})
+		defer stop()
 		for _, m := range msgs {
 			m.Epoch = epoch
 			n := len(rcv.delivered())
@@ -315,14 +309,8 @@ func TestReplayAcrossRestarts(t *testing.T) {
 	rcv = startReceiver(t, addr, clock)
 	first := len(rel.captures())
 	rel.hold(true)
-	p, err := NewPusher(PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 5 * time.Second, RetryInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 5 * time.Second, RetryInterval: time.Hour})
+	defer stop()
 	p.Publish(Message{Epoch: 5, Edits: []Edit{{Pos: EditPos{Epoch: 5, ID: 1}, Key: simKeys[0], Weight: 0}}})
 	waitFor(t, 10*time.Second, "the relay holds a frame", func() bool { return len(rel.captures()) > first && wholeFrame(rel.heldBytes(first)) })
 	rel.release(first)
