@@ -236,9 +236,6 @@ func NewEngine(p Params) (*Engine, error) {
 // Params returns the engine's parameters.
 func (e *Engine) Params() Params { return e.p }
 
-// Controller returns the engine's weight controller.
-func (e *Engine) Controller() Controller { return e.ctrl }
-
 // Server is one server's place in a decision: what was observed, what
 // policy remembers of it, and the decision policy fills in.
 type Server struct {

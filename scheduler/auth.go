@@ -437,31 +437,6 @@ func (v *Verifier) verify(frame []byte, ch Challenge) (Message, error) {
 	return m, nil
 }
 
-// Positions returns the last accepted position of each sender.
-func (v *Verifier) Positions() map[string]Position {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := make(map[string]Position, len(v.pos))
-	for k, p := range v.pos {
-		out[k] = p
-	}
-	return out
-}
-
-// Restore seeds the positions (a position never moves backwards). Replay
-// protection does not need it: a frame captured before a restart answers
-// a challenge the restarted receiver never issued.
-func (v *Verifier) Restore(pos map[string]Position) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for k, p := range pos {
-		last, ok := v.pos[k]
-		if !ok || p.Epoch > last.Epoch || (p.Epoch == last.Epoch && p.Seq > last.Seq) {
-			v.pos[k] = p
-		}
-	}
-}
-
 // ackParts returns the bytes an acknowledgement's MAC covers. The "LVSA"
 // prefix keeps them apart from a frame's (which starts "LVSY") and a
 // header's ("LVSH").
