@@ -200,10 +200,12 @@ w=$(weight 1)
 # managed again: the monitor writes rs1 itself (slow start from the floor)
 # and takes it up to the others — to 20 like them on a quiet host; on a busy
 # one the formula holds every weight low (the load is over its target), so
-# "up to the others" is the lower of rs2's and rs3's weights, not a number.
+# "up to the others" is the lower of rs2's and rs3's weights, not a number —
+# within the threshold (1): a step of 1 is never written, so rs1 can stay at
+# 19 beside 20.
 rs1_up() {
 	_w1=$(weight 1) _w2=$(weight 2) _w3=$(weight 3)
-	[ -n "$_w1" ] && [ -n "$_w2" ] && [ -n "$_w3" ] && { [ "$_w1" -ge "$_w2" ] || [ "$_w1" -ge "$_w3" ]; } &&
+	[ -n "$_w1" ] && [ -n "$_w2" ] && [ -n "$_w3" ] && { [ $((_w1 + 1)) -ge "$_w2" ] || [ $((_w1 + 1)) -ge "$_w3" ]; } &&
 		tail -n +$((l_undrain + 1)) "$W/monitor.log" | weight_changes | grep -q "^$(rs 1) "
 }
 wait_cycles 20 "rs1 ramps up to the others after the undrain" rs1_up
