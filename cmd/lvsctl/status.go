@@ -124,10 +124,14 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 	for _, svc := range st.Services {
 		fmt.Fprintln(w)
 		title := svc.Service
+		if svc.Scheduler != "" {
+			title += "  scheduler " + svc.Scheduler
+		}
 		if svc.Frozen {
 			title += "  FROZEN: too many servers unreachable at once, weights left as they are (fail static)"
 		}
 		fmt.Fprintln(w, title)
+		fmt.Fprintf(w, "  %s\n", summaryText(svc.Summary))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SERVER\tSTATE\tWEIGHT\tDEFAULT\tLOAD\tINPUT\tCPU\tMEM\tDISK\tRESP\tPROC\tACTIVE\tINACTIVE\tAGENT OK\t")
 		var notes []string
@@ -180,4 +184,18 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 		fmt.Fprintf(w, "\nevery managed server is below its default weight: the cluster is loaded beyond target %g; add servers (docs/operator-guide.md)\n",
 			st.Config.Weight.Target)
 	}
+}
+
+// summaryText is a service's summary line: "N in rotation, N drained, N
+// down; weights sum S of defaults D", with the rarer counts added only
+// when they are not 0 (api.ServiceSummary defines each).
+func summaryText(s api.ServiceSummary) string {
+	text := fmt.Sprintf("%d in rotation, %d drained, %d down", s.InRotation, s.Drained, s.Down)
+	if s.NotInTable > 0 {
+		text += fmt.Sprintf(", %d not in IPVS table", s.NotInTable)
+	}
+	if s.ZeroWeight > 0 {
+		text += fmt.Sprintf(", %d at weight 0", s.ZeroWeight)
+	}
+	return text + fmt.Sprintf("; weights sum %d of defaults %d", s.WeightSum, s.DefaultSum)
 }
