@@ -7,6 +7,7 @@
 //	lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
 //
 //	lvsctl status [-o table|json]
+//	lvsctl top [-once] [-n N] [-refresh D]
 //	lvsctl drain SERVICE SERVER [--wait] [--timeout 10m]
 //	lvsctl undrain SERVICE SERVER
 //	lvsctl explain SERVICE SERVER [-o table|json]
@@ -95,6 +96,8 @@ const usage = `usage: lvsctl [-socket PATH] [-config FILE] [-request-timeout D] 
 
 commands:
   status [-o table|json]                      every service and server: state, weights, load, connections
+  top [-once] [-n N] [-refresh D]             the same live, a frame per cycle: weight/default, state, the
+                                              figures behind the weight, new conns/s, last change and why
   drain SERVICE SERVER [--wait] [--timeout D] weight 0 as an operator drain (kept across restarts);
                                               --wait shows active connections until they reach 0
   undrain SERVICE SERVER                      back to its default weight (slow start), managed again
@@ -143,6 +146,8 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	switch cmd {
 	case "status":
 		return c.status(ctx, rest)
+	case "top":
+		return c.top(ctx, rest)
 	case "drain":
 		return c.drain(ctx, rest)
 	case "undrain":
