@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"net/netip"
+	"strings"
 	"testing"
 
 	"lvs-feedback/control/api"
@@ -71,4 +74,29 @@ func TestSummaryText(t *testing.T) {
 			t.Errorf("summaryText(%+v) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// TestStatusCapacityFigures: under the capacity controller each server's
+// status carries the figures its decision recorded.
+func TestStatusCapacityFigures(t *testing.T) {
+	r := controltest.New(t, strings.Replace(controltest.Config, `controller = "lvs"`, `controller = "capacity"`, 1))
+	for range 4 {
+		for _, rs := range []netip.AddrPort{controltest.A, controltest.B, controltest.C} {
+			if err := r.Table.AddConnections(controltest.Service, rs, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Cycle()
+	}
+	st := statusJSON(t, r)
+	for _, name := range []string{rsA, rsB, rsC} {
+		s := server(t, st, name)
+		c := s.Capacity
+		// 100 connections served per interval at 0.95 busy, every interval.
+		if c == nil || c.Factor == nil || *c.Factor != 1 || math.Abs(c.Estimate-100/0.95) > 1e-9 || c.CPU != 0.95 || c.Weight != 10 {
+			t.Errorf("%s: capacity %+v: want factor 1, estimate 100/0.95, CPU 0.95, weight 10", name, c)
+		}
+	}
+	_, out, _ := lvsctl(t, r, "top", "-once")
+	contains(t, "top -once", out, "×1.00")
 }
