@@ -99,7 +99,7 @@ func (s *Server) status(st monitor.Status) api.Status {
 		byKey[st.LastCycle.Dests[i].Key] = &st.LastCycle.Dests[i]
 	}
 	for _, svc := range st.Config.Services {
-		ss := api.ServiceStatus{Service: svc.Key.String(), Servers: []api.ServerStatus{}}
+		ss := api.ServiceStatus{Service: svc.Key.String(), Scheduler: st.LastCycle.Schedulers[svc.Key], Servers: []api.ServerStatus{}}
 		for _, srv := range svc.Servers {
 			k := monitor.DestKey{Service: svc.Key, Dest: srv.Addr}
 			d := byKey[k]
@@ -110,6 +110,8 @@ func (s *Server) status(st monitor.Status) api.Status {
 					row.State, row.LastChange = api.StatePending, ""
 				}
 				ss.Servers = append(ss.Servers, row)
+				ss.Summary.NotInTable++
+				ss.Summary.DefaultSum += srv.Weight
 				continue
 			}
 			ss.Frozen = ss.Frozen || d.Decision.Trace.Frozen
@@ -141,11 +143,33 @@ func (s *Server) status(st monitor.Status) api.Status {
 				age := now.Sub(at).Seconds()
 				row.AgentLastOK, row.AgentAgeSeconds = &at, &age
 			}
+			if c := d.Decision.Trace.Capacity; c != nil {
+				row.Capacity = &api.Capacity{Factor: finite(c.Factor), CPU: c.CPU, Estimate: c.Estimate, Weight: c.Weight, SaturatedAlone: c.SaturatedAlone}
+			}
+			countServer(&ss.Summary, *d)
 			ss.Servers = append(ss.Servers, row)
 		}
 		out.Services = append(out.Services, ss)
 	}
 	return out
+}
+
+// countServer adds a destination of the last cycle to its service's
+// summary: by its ownership record first, then by its kernel weight (the
+// order api.ServiceSummary documents).
+func countServer(sum *api.ServiceSummary, d monitor.DestStatus) {
+	sum.WeightSum += d.KernelWeight
+	sum.DefaultSum += d.DefaultWeight
+	switch {
+	case d.State == policy.DrainedByOperator:
+		sum.Drained++
+	case d.State == policy.Down:
+		sum.Down++
+	case d.KernelWeight > 0:
+		sum.InRotation++
+	default:
+		sum.ZeroWeight++
+	}
 }
 
 // explanation converts the monitor's record of a server's last decision,

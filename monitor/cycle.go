@@ -51,6 +51,9 @@ type CycleReport struct {
 	Writes   int
 	// Params are the settings the cycle decided with.
 	Params policy.Params
+	// Schedulers are the services' scheduler names as this cycle read
+	// them from the table ("wrr", "wlc", …), for lvsctl status.
+	Schedulers map[ipvs.ServiceKey]string
 }
 
 // destRow carries one configured destination through a cycle; its
@@ -72,7 +75,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	defer m.opMu.Unlock()
 	start := m.deps.Now()
 	dests, rows := m.readTable()
-	m.readSchedulers() // the guard leaves hashing schedulers alone
+	schedulers := m.readSchedulers() // the guard leaves hashing schedulers alone
 	stateChanged := m.reconcile(rows)
 	m.gather(ctx, rows)
 	if err := ctx.Err(); err != nil {
@@ -89,7 +92,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	}
 	finish(rows)
 	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
-		Dests: dests, Params: m.engine.Params()}
+		Dests: dests, Params: m.engine.Params(), Schedulers: schedulers}
 	m.mu.Lock()
 	m.last = rep
 	m.mu.Unlock()

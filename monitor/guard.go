@@ -15,21 +15,25 @@ import (
 // no probe — and lets policy cut a server whose active connections pile
 // up, or raise one far below its share while the service's backlog grows.
 
-// readSchedulers notes, once per cycle, which services run a hashing
-// scheduler. A failed read keeps what was known.
-func (m *Monitor) readSchedulers() {
+// readSchedulers reads, once per cycle, every service's scheduler for the
+// cycle's report, and notes which services run a hashing one. A failed read
+// keeps what was known.
+func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 	svcs, err := m.deps.Table.Services()
 	if err != nil {
 		m.log.Debug("backlog guard: list services", "error", err)
-		return
+		return m.last.Schedulers // only Cycle writes m.last, and it holds opMu
 	}
+	all := make(map[ipvs.ServiceKey]string, len(svcs))
 	hashed := map[ipvs.ServiceKey]string{}
 	for _, s := range svcs {
+		all[s.Key] = s.Scheduler
 		if policy.HashingScheduler(s.Scheduler) {
 			hashed[s.Key] = s.Scheduler
 		}
 	}
 	m.hashed = hashed
+	return all
 }
 
 // noteHashing logs once that the guard leaves svc alone for its scheduler.

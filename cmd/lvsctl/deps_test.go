@@ -22,8 +22,9 @@ var daemonPackages = []string{
 
 // TestLean checks that lvsctl links none of the daemon: the wire format
 // and client it needs are in control/api, which imports the standard
-// library only; it reads control_socket with the TOML library alone, and
-// check-config runs lvs-monitor -check.
+// library only; it reads control_socket with the TOML library alone,
+// check-config runs lvs-monitor -check, and top drives the terminal with
+// golang.org/x/term (raw mode, size) and plain ANSI sequences.
 func TestLean(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {

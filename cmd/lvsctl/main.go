@@ -7,6 +7,7 @@
 //	lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
 //
 //	lvsctl status [-o table|json]
+//	lvsctl top [-once] [-n N] [-refresh D]
 //	lvsctl drain SERVICE SERVER [--wait] [--timeout 10m]
 //	lvsctl undrain SERVICE SERVER
 //	lvsctl explain SERVICE SERVER [-o table|json]
@@ -95,6 +96,8 @@ const usage = `usage: lvsctl [-socket PATH] [-config FILE] [-request-timeout D] 
 
 commands:
   status [-o table|json]                      every service and server: state, weights, load, connections
+  top [-once] [-n N] [-refresh D]             the same live, a frame per cycle: weight/default, state, the
+                                              figures behind the weight, new conns/s, last change and why
   drain SERVICE SERVER [--wait] [--timeout D] weight 0 as an operator drain (kept across restarts);
                                               --wait shows active connections until they reach 0
   undrain SERVICE SERVER                      back to its default weight (slow start), managed again
@@ -143,6 +146,8 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	switch cmd {
 	case "status":
 		return c.status(ctx, rest)
+	case "top":
+		return c.top(ctx, rest)
 	case "drain":
 		return c.drain(ctx, rest)
 	case "undrain":
@@ -231,178 +236,6 @@ func (c *cli) printJSON(v any) int {
 		return c.fail(err)
 	}
 	return exitOK
-}
-
-// ---- status
-
-func (c *cli) status(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	out := outputFlag(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("status: %v", err)
-	}
-	if len(pos) > 0 {
-		return c.usageError("status takes no arguments, got %q", pos)
-	}
-	if !c.checkOutput(*out) {
-		return c.usageError("-o %q: want table or json", *out)
-	}
-	st, err := c.client().Status(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	if *out == "json" {
-		return c.printJSON(st)
-	}
-	printStatus(c.stdout, st, c.location())
-	return exitOK
-}
-
-// stateText is a state in words for the table.
-func stateText(s api.ServerStatus) string {
-	switch s.State {
-	case api.StateDrained:
-		return "drained by operator"
-	case api.StateDown:
-		return "down"
-	case api.StateFrozen:
-		return "frozen"
-	case api.StateUnreachable:
-		return "unreachable"
-	case api.StateAgentStale:
-		return "agent stale"
-	case api.StateAgentFailing:
-		return "agent failing"
-	case api.StateRamping:
-		return fmt.Sprintf("ramping up %.0f%%", s.Ramp*100)
-	case api.StateAbsent:
-		return "not in IPVS table"
-	case api.StatePending:
-		return "waiting for first cycle"
-	}
-	return s.State
-}
-
-func ago(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%.0fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return d.Round(time.Minute).String()
-}
-
-func f3(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.3f", *p)
-}
-
-func printStatus(w io.Writer, st api.Status, loc *time.Location) {
-	if st.Cycle == nil {
-		fmt.Fprintf(w, "lvs-monitor: no cycle completed yet (interval %gs)\n", st.Config.IntervalSeconds)
-	} else {
-		fmt.Fprintf(w, "lvs-monitor: last cycle %s (%s ago, took %s, weights written: %d), interval %gs\n",
-			st.Cycle.Start.In(loc).Format("15:04:05"), ago(st.Now.Sub(st.Cycle.Start)),
-			time.Duration(st.Cycle.DurationSeconds*float64(time.Second)).Round(time.Microsecond), st.Cycle.Writes, st.Config.IntervalSeconds)
-	}
-	switch {
-	case !st.Reload.OK:
-		at := "?"
-		if st.Reload.At != nil {
-			at = st.Reload.At.In(loc).Format("15:04:05")
-		}
-		fmt.Fprintf(w, "config: LAST RELOAD FAILED at %s; the earlier configuration is still running:\n  %s\n",
-			at, strings.ReplaceAll(st.Reload.Error, "\n", "\n  "))
-	case st.Reload.At != nil:
-		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.In(loc).Format("15:04:05"))
-	}
-	if sy := st.Sync; sy != nil {
-		what := "follower: another director writes the weights"
-		if sy.Writer {
-			what = "writer: this director writes the weights"
-		}
-		fmt.Fprintf(w, "sync: %s, %s (role %s, %s, leader %s)\n", sy.ID, what, sy.Role, sy.Phase, sy.Leader)
-		for _, p := range sy.Peers {
-			state := "in step"
-			if p.Unreachable {
-				state = "UNREACHABLE"
-				if p.LastError != "" {
-					state += ": " + p.LastError
-				}
-			}
-			last := "never"
-			if p.LastOK != nil {
-				last = ago(st.Now.Sub(*p.LastOK)) + " ago"
-			}
-			fmt.Fprintf(w, "  peer %s: %s (last accepted %s)\n", p.Address, state, last)
-		}
-	}
-	below, managed := 0, 0
-	for _, svc := range st.Services {
-		fmt.Fprintln(w)
-		title := svc.Service
-		if svc.Frozen {
-			title += "  FROZEN: too many servers unreachable at once, weights left as they are (fail static)"
-		}
-		fmt.Fprintln(w, title)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  SERVER\tSTATE\tWEIGHT\tDEFAULT\tLOAD\tINPUT\tCPU\tMEM\tDISK\tRESP\tPROC\tACTIVE\tINACTIVE\tAGENT OK\t")
-		var notes []string
-		for _, s := range svc.Servers {
-			in := []string{"-", "-", "-", "-", "-", "-"}
-			if s.Inputs != nil {
-				i := s.Inputs
-				for k, v := range []*float64{&i.Input, i.CPU, i.Memory, i.Disk, &i.Response, i.Process} {
-					if v != nil { // absent: not measured this cycle
-						in[k] = fmt.Sprintf("%.2f", *v)
-					}
-				}
-			}
-			agentAge := "-"
-			switch {
-			case s.AgentAgeSeconds != nil:
-				agentAge = ago(time.Duration(*s.AgentAgeSeconds*float64(time.Second))) + " ago"
-			case s.AgentError != "":
-				agentAge = "never"
-			}
-			weight, active, inactive := fmt.Sprint(s.KernelWeight), fmt.Sprint(s.ActiveConns), fmt.Sprint(s.InactiveConns)
-			if s.State == api.StateAbsent || s.State == api.StatePending {
-				weight, active, inactive = "-", "-", "-"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-				s.Server, stateText(s), weight, s.DefaultWeight, f3(s.Load), in[0], in[1], in[2], in[3], in[4], in[5],
-				active, inactive, agentAge)
-			if s.ProbeError != "" {
-				notes = append(notes, fmt.Sprintf("  %s: probe: %s", s.Server, s.ProbeError))
-			}
-			if s.AgentError != "" {
-				notes = append(notes, fmt.Sprintf("  %s: agent: %s", s.Server, s.AgentError))
-			}
-			if s.LastChange != "" && s.State != api.StateAbsent {
-				notes = append(notes, fmt.Sprintf("  %s: last change: %s", s.Server, s.LastChange))
-			}
-			if s.Ownership == api.OwnershipManaged && s.State != api.StateRamping {
-				managed++
-				if s.KernelWeight < s.DefaultWeight {
-					below++
-				}
-			}
-		}
-		tw.Flush()
-		for _, n := range notes {
-			fmt.Fprintln(w, n)
-		}
-	}
-	if managed > 0 && below == managed {
-		fmt.Fprintf(w, "\nevery managed server is below its default weight: the cluster is loaded beyond target %g; add servers (docs/operator-guide.md)\n",
-			st.Config.Weight.Target)
-	}
 }
 
 // ---- drain, undrain

@@ -128,9 +128,43 @@ type ReloadStatus struct {
 
 // ServiceStatus is one configured virtual service.
 type ServiceStatus struct {
-	Service string         `json:"service"` // as ipvsadm names it: VIP:PORT/proto or fwmark:N
-	Frozen  bool           `json:"frozen"`
-	Servers []ServerStatus `json:"servers"`
+	Service string `json:"service"` // as ipvsadm names it: VIP:PORT/proto or fwmark:N
+	// Scheduler is the service's IPVS scheduler as the last cycle read it
+	// from the table ("wrr", "wlc", …, as ipvsadm shows it); empty before
+	// the first cycle or when the service is not in the table.
+	Scheduler string         `json:"scheduler,omitempty"`
+	Frozen    bool           `json:"frozen"`
+	Summary   ServiceSummary `json:"summary"`
+	Servers   []ServerStatus `json:"servers"`
+}
+
+// ServiceSummary counts a service's configured servers at the last cycle.
+// Each server is in exactly one count, the first that applies: Drained and
+// Down by the ownership record (whatever the weight), then NotInTable,
+// then InRotation (kernel weight above 0), else ZeroWeight.
+type ServiceSummary struct {
+	// InRotation: in the table with a kernel weight above 0, so IPVS
+	// schedules new connections to them (a server failing its probe while
+	// its service is frozen, or whose weight could not be set to 0, is
+	// still in rotation).
+	InRotation int `json:"in_rotation"`
+	// Drained: weight 0 set by an operator (OwnershipDrained).
+	Drained int `json:"drained"`
+	// Down: weight 0 set by lvs-monitor after failed probes (OwnershipDown).
+	Down int `json:"down"`
+	// NotInTable: configured but not in the IPVS table at the last cycle
+	// (every server before the first cycle).
+	NotInTable int `json:"not_in_table"`
+	// ZeroWeight: any other server in the table at weight 0 — none is
+	// expected, weight.min being at least 1; counted so that the counts
+	// add up to the configured servers.
+	ZeroWeight int `json:"zero_weight"`
+	// WeightSum is the sum of the kernel weights of the servers in the
+	// table; DefaultSum the sum of every configured server's default
+	// weight. WeightSum below DefaultSum is capacity out of rotation or
+	// weighted down.
+	WeightSum  int `json:"weight_sum"`
+	DefaultSum int `json:"default_sum"`
 }
 
 // ServerStatus is one configured real server at the last cycle.
@@ -168,6 +202,29 @@ type ServerStatus struct {
 	// LastChange says why the weight or ownership changed in the last
 	// cycle, if it did.
 	LastChange string `json:"last_change,omitempty"`
+	// Capacity are the capacity controller's figures behind the weight;
+	// absent when that controller did not decide for the server this
+	// cycle (controller "lvs", a follower, drained, down, …).
+	Capacity *Capacity `json:"capacity,omitempty"`
+}
+
+// Capacity are the capacity controller's figures for one server in one
+// cycle, as its decision recorded them.
+type Capacity struct {
+	// Factor is the server's capacity per unit of default weight ÷ its
+	// service's median; absent when there is no estimate to compare.
+	Factor *float64 `json:"factor,omitempty"`
+	// CPU is the busy fraction over the interval the estimate used.
+	CPU float64 `json:"cpu"`
+	// Estimate is the smoothed capacity, connections served per unit of
+	// CPU busy fraction; 0 when there is none yet.
+	Estimate float64 `json:"estimate"`
+	// Weight is the controller's weight for the server; 0 when it has no
+	// estimate yet.
+	Weight int `json:"weight"`
+	// SaturatedAlone: the server is saturated while its service's median
+	// is not, so its weight may not rise.
+	SaturatedAlone bool `json:"saturated_alone,omitempty"`
 }
 
 // Inputs are a server's normalised inputs (0 idle, 1 fully loaded).
