@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,9 +238,9 @@ func freePort(t *testing.T) int {
 // buildAgent builds lvs-agent into dir.
 func buildAgent(t *testing.T, dir string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	goBin, err := exec.LookPath("go") // go test puts its own go first in PATH
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go tool to build lvs-agent: %v", err)
 	}
 	bin := filepath.Join(dir, "lvs-agent")
 	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
