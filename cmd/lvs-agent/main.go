@@ -144,6 +144,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		fmt.Fprintf(stderr, "lvs-agent: %v\n", err)
 		return 2
 	}
+	// HAProxy's agent-check, answered from the same sampler (docs/haproxy.md).
+	var ac *agent.AgentCheck
+	if c.agentCheckListen != "" {
+		if ac, err = agent.NewAgentCheck(sampler, agent.AgentCheckOptions{DrainFile: c.drainFile, MaxConns: c.maxConns}, log); err != nil {
+			fmt.Fprintf(stderr, "lvs-agent: -drain-file: %v\n", err)
+			return 2
+		}
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
@@ -151,15 +159,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	srv := agent.NewServer(c.listen, agent.NewHandler(sampler), log)
 	limited := agent.LimitConns(srv, ln, c.maxConns, log)
-	// HAProxy's agent-check, answered from the same sampler (docs/haproxy.md).
-	var ac *agent.AgentCheck
 	var acLn net.Listener
-	if c.agentCheckListen != "" {
-		if ac, err = agent.NewAgentCheck(sampler, agent.AgentCheckOptions{DrainFile: c.drainFile, MaxConns: c.maxConns}, log); err != nil {
-			ln.Close()
-			fmt.Fprintf(stderr, "lvs-agent: -drain-file: %v\n", err)
-			return 2
-		}
+	if ac != nil {
 		if acLn, err = net.Listen("tcp", c.agentCheckListen); err != nil {
 			ln.Close()
 			log.Error("cannot listen for agent-check", "err", err)
