@@ -297,7 +297,13 @@ func TestHAProxyAgentCheck(t *testing.T) {
 		s.check = strings.Fields(after)[0]
 	}
 
-	sock := filepath.Join(dir, "admin.sock")
+	// A unix socket path has at most 107 bytes; t.TempDir's can be longer.
+	sockDir, err := os.MkdirTemp("", "lvs-hap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "admin.sock")
 	front := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, `global
