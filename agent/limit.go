@@ -72,13 +72,7 @@ type limitedConn struct {
 // Closed or refused connections are logged to log at warning level, at
 // most once a minute; a nil log discards them.
 func LimitConns(srv *http.Server, ln net.Listener, max int, log *slog.Logger) *ConnLimiter {
-	if max < 1 {
-		max = 1
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	l := &ConnLimiter{Listener: ln, max: max, log: log, conns: map[*limitedConn]struct{}{}, bySrc: map[netip.Addr]int{}}
+	l := newConnLimiter(ln, max, log)
 	prev := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		if lc, ok := c.(*limitedConn); ok && lc.l == l {
@@ -89,6 +83,18 @@ func LimitConns(srv *http.Server, ln net.Listener, max int, log *slog.Logger) *C
 		}
 	}
 	return l
+}
+
+// newConnLimiter returns a limiter of ln's connections to max (≥ 1). With
+// no server to report their state, every connection counts as waiting.
+func newConnLimiter(ln net.Listener, max int, log *slog.Logger) *ConnLimiter {
+	if max < 1 {
+		max = 1
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &ConnLimiter{Listener: ln, max: max, log: log, conns: map[*limitedConn]struct{}{}, bySrc: map[netip.Addr]int{}}
 }
 
 // Accept accepts the next connection, making room for it if needed.

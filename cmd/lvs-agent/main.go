@@ -6,6 +6,7 @@
 //
 //	lvs-agent [-listen :9771] [-interval 1s] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
 //	          [-disk-mounts /,/var] [-max-conns 64] [-log-level info]
+//	          [-agent-check-listen 127.0.0.1:9777 [-drain-file /run/lvs-agent/drain]]
 //
 // Bad flags exit with status 2; a failure while running exits with 1.
 package main
@@ -45,6 +46,9 @@ type config struct {
 	mounts   []string
 	maxConns int
 	level    slog.Level
+
+	agentCheckListen string // HAProxy agent-check TCP address; empty: off
+	drainFile        string // while it exists, agent-check answers "drain"
 }
 
 // parseFlags parses and checks the command line. Usage and errors go to
@@ -59,6 +63,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
 	fs.IntVar(&c.maxConns, "max-conns", agent.DefaultMaxConns, "at most this many `connections` open at once (1 to 65536); at the limit one that sent no request, from the address holding the most, is closed")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&c.agentCheckListen, "agent-check-listen", "", "also answer HAProxy's agent-check on this TCP `address` (docs/haproxy.md); empty: off")
+	fs.StringVar(&c.drainFile, "drain-file", "", "while this `file` exists, agent-check answers \"drain\" (absolute path; needs -agent-check-listen)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: lvs-agent [flags]\n\nServes this server's load to the lvs-feedback monitor.\n\n")
 		fs.PrintDefaults()
@@ -96,6 +102,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := c.level.UnmarshalText([]byte(*level)); err != nil {
 		return bad("-log-level %q: want debug, info, warn or error", *level)
 	}
+	if c.agentCheckListen != "" {
+		if _, port, err := net.SplitHostPort(c.agentCheckListen); err != nil {
+			return bad("-agent-check-listen %q: %v", c.agentCheckListen, err)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return bad("-agent-check-listen %q: bad port", c.agentCheckListen)
+		}
+	} else if c.drainFile != "" {
+		return bad("-drain-file needs -agent-check-listen (only HAProxy's agent-check reads it)")
+	}
 	return c, nil
 }
 
@@ -129,6 +144,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		fmt.Fprintf(stderr, "lvs-agent: %v\n", err)
 		return 2
 	}
+	// HAProxy's agent-check, answered from the same sampler (docs/haproxy.md).
+	var ac *agent.AgentCheck
+	if c.agentCheckListen != "" {
+		if ac, err = agent.NewAgentCheck(sampler, agent.AgentCheckOptions{DrainFile: c.drainFile, MaxConns: c.maxConns}, log); err != nil {
+			fmt.Fprintf(stderr, "lvs-agent: -drain-file: %v\n", err)
+			return 2
+		}
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		log.Error("cannot listen", "err", err)
@@ -136,6 +159,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	}
 	srv := agent.NewServer(c.listen, agent.NewHandler(sampler), log)
 	limited := agent.LimitConns(srv, ln, c.maxConns, log)
+	var acLn net.Listener
+	if ac != nil {
+		if acLn, err = net.Listen("tcp", c.agentCheckListen); err != nil {
+			ln.Close()
+			log.Error("cannot listen for agent-check", "err", err)
+			return 1
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -144,8 +175,20 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 		defer close(sampled)
 		sampler.Run(ctx)
 	}()
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(limited) }()
+	agentChecked := make(chan struct{})
+	if ac == nil {
+		close(agentChecked)
+	} else {
+		go func() {
+			defer close(agentChecked)
+			if err := ac.Serve(ctx, acLn); err != nil {
+				served <- err
+			}
+		}()
+		log.Info("agent-check listening", "listen", acLn.Addr().String(), "drain_file", c.drainFile)
+	}
 	log.Info("lvs-agent started", "listen", ln.Addr().String(), "source", src.Name(),
 		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","), "max_conns", c.maxConns)
 	if ready != nil {
@@ -175,6 +218,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Ad
 	cancel()
 	<-sampled
 	<-notified
+	<-agentChecked
 	return code
 }
 
