@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"lvs-feedback/ipvs"
+	"lvs-feedback/monitor"
 )
 
 // helperRoleEnv makes this test binary a stand-in server process measured
@@ -426,5 +430,39 @@ func TestDryRunTable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state directory after a dry run: %v, want none", err)
+	}
+}
+
+// TestDryRunExample: the saved table shipped for README's "Try it" holds
+// every server of the configuration shipped with it, at its configured
+// weight, and the configuration is valid.
+func TestDryRunExample(t *testing.T) {
+	table, err := ipvs.ReadTableFile("../../docs/examples/ipvsadm-save.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := monitor.LoadConfig("../../docs/examples/lvs-monitor-dry-run.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := 0
+	for _, s := range cfg.Services {
+		dests, err := table.Destinations(s.Key)
+		if err != nil {
+			t.Fatalf("service %s: %v", s.Key, err)
+		}
+		weights := map[netip.AddrPort]int{}
+		for _, d := range dests {
+			weights[d.Addr] = d.Weight
+		}
+		for _, srv := range s.Servers {
+			servers++
+			if w, ok := weights[srv.Addr]; !ok || w != srv.Weight {
+				t.Errorf("%s %s: in the table %v at weight %d, configured weight %d", s.Key, srv.Addr, ok, w, srv.Weight)
+			}
+		}
+	}
+	if servers != 3 {
+		t.Errorf("%d servers configured, want the 3 of README's Try it", servers)
 	}
 }
