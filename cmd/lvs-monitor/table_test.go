@@ -26,9 +26,9 @@ import (
 )
 
 // helperRoleEnv makes this test binary a stand-in server process measured
-// by an lvs-agent (-source process:PID): "busy" keeps GOMAXPROCS threads
+// by an lvs-agent (-source process:PID): "busy" keeps two threads per CPU
 // runnable (the agent's process input is runnable threads per CPU, so it
-// reads about 1 whatever else the machine runs), "idle" sleeps.
+// reads at least 1 whatever else the machine runs), "idle" sleeps.
 const helperRoleEnv = "LVS_MONITOR_TEST_ROLE"
 
 // TestHelperProcess is not a test: it is the stand-in server process.
@@ -37,7 +37,7 @@ func TestHelperProcess(t *testing.T) {
 	case "":
 		return
 	case "busy":
-		for range runtime.GOMAXPROCS(0) {
+		for range 2 * runtime.NumCPU() { // GOMAXPROCS set to match by startStandIn
 			go func() {
 				for x := uint64(1); ; x = x*6364136223846793005 + 1 {
 				}
@@ -186,7 +186,7 @@ func startStandIn(t *testing.T, role string) int {
 	} else {
 		cmd = exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	}
-	cmd.Env = append(os.Environ(), helperRoleEnv+"="+role)
+	cmd.Env = append(os.Environ(), helperRoleEnv+"="+role, "GOMAXPROCS="+strconv.Itoa(2*runtime.NumCPU()))
 	start(t, cmd)
 	return cmd.Process.Pid
 }
@@ -240,6 +240,24 @@ func listen(t *testing.T, host string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// lockedBuffer is a bytes.Buffer safe to write and read at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // lineBuffer collects a child's output lines and lets a test wait for one.
@@ -311,7 +329,7 @@ func TestDryRunTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	var stderr lockedBuffer // written by exec's copier while the test reads it
 	mon.Stderr = &stderr
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
