@@ -39,7 +39,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"lvs-feedback/control"
-	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 )
 
@@ -55,7 +54,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dryRun := fs.Bool("dry-run", false, "compute and log every decision, write nothing (no kernel writes, no state file)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	netns := fs.String("netns", "", "path of the network namespace whose IPVS table to manage (default: this one)")
+	tableFile := fs.String("table", "", "with -dry-run: run against the IPVS table saved in `FILE` (ipvsadm -S -n or ipvsadm -L -n output), not the kernel's; print each cycle's would-be writes")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := checkTableFlags(*tableFile, *dryRun, *netns); err != nil {
+		fmt.Fprintf(stderr, "lvs-monitor: %v\n", err)
 		return 2
 	}
 	cfg, err := monitor.LoadConfig(*configPath)
@@ -78,19 +82,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	table, err := ipvs.OpenKernel(*netns)
+	table, closeTable, err := openTable(*tableFile, *netns)
 	if err != nil {
 		log.Error("open IPVS", "error", err)
 		return 1
 	}
-	defer table.Close()
+	defer closeTable()
 
-	store, err := monitor.NewFileStore(cfg.StateDir)
+	store, err := openState(cfg.StateDir, *dryRun)
 	if err != nil {
 		log.Error("state", "error", err)
 		return 1
 	}
-	store.ReadOnly = *dryRun // a dry run leaves even an unusable state file where it is
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := monitor.New(cfg, monitor.Deps{
@@ -156,6 +159,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	n := newNotifier(log)
+	preview := &wouldWrite{out: stdout}
 	if n.watchdog > 0 && n.watchdog < 3*cfg.Interval {
 		log.Warn("systemd WatchdogSec is shorter than three intervals: a slow cycle may get lvs-monitor killed; raise WatchdogSec",
 			"watchdog", n.watchdog, "interval", cfg.Interval)
@@ -165,6 +169,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	code := 0
 	if err := m.Run(ctx, func(rep monitor.CycleReport, err error) {
 		n.cycleDone(rep, err)
+		if *tableFile != "" {
+			preview.cycle(rep)
+		}
 	}); err != nil {
 		log.Error("run", "error", err)
 		code = 1
