@@ -465,7 +465,7 @@ func TestAgentCheckFlagsRefused(t *testing.T) {
 		{[]string{"-listen", "127.0.0.1:0", "-agent-check-listen", "127.0.0.1:0", "-drain-file", "/no/such/dir/drain"}, "no such file or directory"},
 	} {
 		var stderr strings.Builder
-		code := run(t.Context(), tt.args, &stderr, nil)
+		code := run(t.Context(), tt.args, io.Discard, &stderr, nil)
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}

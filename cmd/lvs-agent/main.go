@@ -8,7 +8,8 @@
 //	          [-disk-mounts /,/var] [-max-conns 64] [-log-level info]
 //	          [-agent-check-listen 127.0.0.1:9777 [-drain-file /run/lvs-agent/drain]]
 //
-// Bad flags exit with status 2; a failure while running exits with 1.
+// -h prints the flags, -version the build information; both exit 0. Bad
+// flags exit with status 2; a failure while running exits with 1.
 package main
 
 import (
@@ -30,12 +31,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"lvs-feedback/agent"
+	"lvs-feedback/internal/cmdline"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr, nil))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil))
 }
 
 // config is the parsed command line.
@@ -51,12 +53,14 @@ type config struct {
 	drainFile        string // while it exists, agent-check answers "drain"
 }
 
-// parseFlags parses and checks the command line. Usage and errors go to
-// stderr.
-func parseFlags(args []string, stderr io.Writer) (config, error) {
+// errStop is parseFlags' answer to -h and -version: printed, exit 0.
+var errStop = errors.New("help or version printed")
+
+// parseFlags parses and checks the command line. Help and -version go to
+// stdout (the error is then errStop), mistakes to stderr.
+func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("lvs-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVar(&c.listen, "listen", ":"+strconv.Itoa(agent.DefaultPort), "`address` to serve /v1/load on")
 	fs.DurationVar(&c.interval, "interval", time.Second, "sampling `interval` (at least 100ms)")
 	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
@@ -66,11 +70,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.agentCheckListen, "agent-check-listen", "", "also answer HAProxy's agent-check on this TCP `address` (docs/haproxy.md); empty: off")
 	fs.StringVar(&c.drainFile, "drain-file", "", "while this `file` exists, agent-check answers \"drain\" (absolute path; needs -agent-check-listen)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: lvs-agent [flags]\n\nServes this server's load to the lvs-feedback monitor.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: lvs-agent [flags]\n\nServes this server's load to the lvs-feedback monitor.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code == cmdline.ExitOK {
+			return c, errStop
+		}
+		return c, errors.New("bad flags")
 	}
 	bad := func(format string, a ...any) (config, error) {
 		err := fmt.Errorf(format, a...)
@@ -116,10 +123,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // run is main without the process exit, for tests. ready, if not nil, is
 // called with the listening address once the server accepts connections.
-func run(ctx context.Context, args []string, stderr io.Writer, ready func(net.Addr)) int {
-	c, err := parseFlags(args, stderr)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(net.Addr)) int {
+	c, err := parseFlags(args, stdout, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, errStop) {
 			return 0
 		}
 		return 2

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -38,7 +39,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		var stderr bytes.Buffer
-		code := run(context.Background(), tt.args, &stderr, nil)
+		code := run(context.Background(), tt.args, io.Discard, &stderr, nil)
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
@@ -46,9 +47,9 @@ func TestBadFlagsExit2(t *testing.T) {
 }
 
 func TestHelpExit0(t *testing.T) {
-	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, &stderr, nil); code != 0 || !strings.Contains(stderr.String(), "-source") {
-		t.Errorf("exit %d, %q", code, stderr.String())
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "-source") || stderr.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the flags on stdout alone", code, stdout.String(), stderr.String())
 	}
 }
 
@@ -79,7 +80,7 @@ func TestRunServesAndStops(t *testing.T) {
 	addrs := make(chan net.Addr, 1)
 	exit := make(chan int, 1)
 	args := []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-source", "process:" + strconv.Itoa(os.Getpid())}
-	go func() { exit <- run(ctx, args, &stderr, func(a net.Addr) { addrs <- a }) }()
+	go func() { exit <- run(ctx, args, io.Discard, &stderr, func(a net.Addr) { addrs <- a }) }()
 	var url string
 	select {
 	case a := <-addrs:

@@ -18,7 +18,9 @@ func TestSystemdNotify(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
 	done := make(chan int)
-	go func() { done <- run(ctx, []string{"-listen", "127.0.0.1:0", "-interval", "200ms"}, io.Discard, nil) }()
+	go func() {
+		done <- run(ctx, []string{"-listen", "127.0.0.1:0", "-interval", "200ms"}, io.Discard, io.Discard, nil)
+	}()
 
 	if m := sdnotifytest.Next(t, msgs); m != "READY=1" {
 		t.Fatalf("first notification %q, want READY=1", m)

@@ -145,7 +145,7 @@ func TestSlowlorisBounded(t *testing.T) {
 	addrs := make(chan net.Addr, 1)
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run(ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms"}, &stderr, func(a net.Addr) { addrs <- a })
+		exit <- run(ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms"}, io.Discard, &stderr, func(a net.Addr) { addrs <- a })
 	}()
 	t.Cleanup(func() {
 		cancel()

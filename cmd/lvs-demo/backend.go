@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"lvs-feedback/internal/cmdline"
 )
 
 // maxHog bounds POST /hog?for=: a background job that never ends is not a
@@ -29,14 +30,10 @@ const backendBanner = "lvs-demo backend pid "
 // this process burn every CPU for that long.
 func runBackend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lvs-demo backend", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "`address` to serve on, e.g. 127.0.0.1:8081")
 	work := fs.Duration("work", 1500*time.Microsecond, "CPU work per GET / on an idle machine")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *listen == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "lvs-demo backend: want -listen ADDRESS and no arguments")

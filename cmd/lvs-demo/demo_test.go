@@ -209,7 +209,7 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"-hog-for", "0s"}, false},
 		{[]string{"extra"}, false},
 	} {
-		_, err := parseDemoFlags(tc.args, io.Discard)
+		_, err := parseDemoFlags(tc.args, io.Discard, io.Discard)
 		if (err == nil) != tc.ok {
 			t.Errorf("parseDemoFlags(%q) error = %v, want ok=%v", tc.args, err, tc.ok)
 		}

@@ -19,6 +19,8 @@
 //	         [-interval 1s] [-rate 100] [-table mem|kernel] [-log FILE]
 //	lvs-demo backend -listen 127.0.0.1:PORT
 //
+// -h prints the flags, -version the build information; both exit 0.
+//
 // Exit status: 0 the weight fell and recovered; 1 it did not, or the demo
 // could not run; 2 bad flags.
 package main
@@ -33,6 +35,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"lvs-feedback/internal/cmdline"
 )
 
 func main() {
@@ -47,9 +51,9 @@ func main() {
 
 // runDemo is the director role without the process exit.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parseDemoFlags(args, stderr)
+	o, err := parseDemoFlags(args, stdout, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, errStop) {
 			return 0
 		}
 		return 2
@@ -65,11 +69,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseDemoFlags parses and checks the director's command line.
-func parseDemoFlags(args []string, stderr io.Writer) (options, error) {
+// errStop is parseDemoFlags' answer to -h and -version: printed, exit 0.
+var errStop = errors.New("help or version printed")
+
+// parseDemoFlags parses and checks the director's command line. Help and
+// -version go to stdout (the error is then errStop), mistakes to stderr.
+func parseDemoFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("lvs-demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the monitor runs")
 	fs.StringVar(&o.AgentPath, "agent", o.AgentPath, "`path` of the lvs-agent binary (make build puts it in ./bin)")
 	fs.DurationVar(&o.HogAt, "hog-at", o.HogAt, "when server 2 starts burning every CPU, from the monitor's start")
@@ -81,11 +88,14 @@ func parseDemoFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: lvs-demo [flags]\n       lvs-demo backend -listen 127.0.0.1:PORT\n\n"+
 			"Three local servers, three real lvs-agents, the real monitor and real traffic;\n"+
-			"server 2 is hogged for a while and its weight falls and recovers.\n\n")
+			"server 2 is hogged for a while and its weight falls and recovers.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code == cmdline.ExitOK {
+			return o, errStop
+		}
+		return o, errors.New("bad flags")
 	}
 	if fs.NArg() > 0 {
 		err := fmt.Errorf("unexpected argument %q (flags only, or the backend role)", fs.Arg(0))

@@ -6,6 +6,9 @@
 // finished, the director's CPU and RSS, and goroutines and open descriptors
 // at the start and the end. See docs/scale.md.
 //
+// -h prints the flags, -version the build information; both exit 0. Bad
+// flags exit 2.
+//
 // The agents run in a child process (`lvs-loadtest agents`) so that the
 // director's own CPU and memory are measured alone. Every address used is
 // on loopback; the run stops by itself.
@@ -33,6 +36,7 @@ import (
 	"time"
 
 	"lvs-feedback/agent"
+	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 )
@@ -56,8 +60,8 @@ func runAgents(args []string) int {
 	fs := flag.NewFlagSet("agents", flag.ContinueOnError)
 	n := fs.Int("n", 2000, "agent endpoints")
 	deadline := fs.Duration("deadline", 10*time.Minute, "stop after this long in any case")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := cmdline.Parse(fs, args, os.Stdout, os.Stderr); done {
+		return code
 	}
 	src, err := agent.NewHostSource(agent.Options{})
 	if err != nil {
@@ -102,8 +106,8 @@ func runDirector(args []string) int {
 	duration := fs.Duration("duration", 5*time.Minute, "how long to run")
 	keepAlive := fs.Bool("keepalive", false, "keep agent connections open between polls (lvs-monitor does not)")
 	concurrency := fs.Int("concurrency", 0, "polls and probes at once (0: the monitor's default)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := cmdline.Parse(fs, args, os.Stdout, os.Stderr); done {
+		return code
 	}
 	if *n < 1 || *n > 65000 || *perService < 1 {
 		fmt.Fprintln(os.Stderr, "lvs-loadtest: -n must be 1..65000 and -per-service ≥ 1")

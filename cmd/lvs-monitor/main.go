@@ -14,6 +14,9 @@
 //     WatchdogSec is set, STATUS= with the last cycle, STOPPING=1 on
 //     shutdown.
 //
+// -h prints the flags, -version the build information (package
+// internal/buildinfo); both exit 0.
+//
 // Exit status: 0 after SIGTERM or SIGINT; 1 when it cannot start (bad
 // configuration, no IPVS, socket or port in use); 2 on bad flags.
 package main
@@ -39,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"lvs-feedback/control"
+	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/monitor"
 )
 
@@ -48,15 +52,19 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lvs-monitor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/lvs-monitor/lvs-monitor.toml", "configuration file (TOML)")
 	check := fs.Bool("check", false, "check the configuration file, print the result and exit 0 (valid) or 1")
 	dryRun := fs.Bool("dry-run", false, "compute and log every decision, write nothing (no kernel writes, no state file)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	netns := fs.String("netns", "", "path of the network namespace whose IPVS table to manage (default: this one)")
 	tableFile := fs.String("table", "", "with -dry-run: run against the IPVS table saved in `FILE` (ipvsadm -S -n or ipvsadm -L -n output), not the kernel's; print each cycle's would-be writes")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: lvs-monitor [flags]\n\n"+
+			"Sets the IPVS weights of this director from the load of its real servers (docs/operator-guide.md).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		return code
 	}
 	if err := checkTableFlags(*tableFile, *dryRun, *netns); err != nil {
 		fmt.Fprintf(stderr, "lvs-monitor: %v\n", err)

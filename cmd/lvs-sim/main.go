@@ -4,7 +4,8 @@
 //
 //	lvs-sim [flags] SCENARIO.toml...
 //
-// See docs/simulator.md.
+// -h prints the flags, -version the build information; both exit 0. Bad
+// flags exit 2, a failed run 1. See docs/simulator.md.
 package main
 
 import (
@@ -18,15 +19,23 @@ import (
 	"strings"
 	"time"
 
+	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/sim"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, errUsage):
+		os.Exit(cmdline.ExitUsage)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "lvs-sim:", err)
 		os.Exit(1)
 	}
 }
+
+// errUsage is run's answer to a flag mistake, which it has printed.
+var errUsage = errors.New("bad flags")
 
 type listFlag []string
 
@@ -35,7 +44,6 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", ideal-lag:DURATION, or NAME=monitor.toml")
 	var extra listFlag
 	fs.Var(&extra, "monitor", "add a policy `NAME=FILE` running the real monitor with FILE (monitor TOML without [[service]]); repeatable")
@@ -52,11 +60,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	pivot := fs.Bool("pivot", false, "print the compact policy × scenario table of p99/ideal (per scheduler) instead of the full table")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: lvs-sim [flags] SCENARIO.toml...")
+		fmt.Fprintln(fs.Output(), "usage: lvs-sim [flags] SCENARIO.toml...\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code != cmdline.ExitOK {
+			return errUsage
+		}
+		return nil
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
