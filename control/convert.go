@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lvs-feedback/control/api"
+	"lvs-feedback/internal/buildinfo"
 	"lvs-feedback/monitor"
 	"lvs-feedback/policy"
 )
@@ -57,6 +58,10 @@ func weightParams(p policy.WeightParams) api.WeightParams {
 	return api.WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
 }
 
+func apiBuild(i buildinfo.Info) api.Build {
+	return api.Build{Version: i.Version, Revision: i.Revision, Time: i.Time, Modified: i.Modified, GoVersion: i.GoVersion}
+}
+
 // status converts the monitor's status, listing every configured service
 // and server in configuration order.
 func (s *Server) status(st monitor.Status) api.Status {
@@ -64,6 +69,7 @@ func (s *Server) status(st monitor.Status) api.Status {
 	out := api.Status{
 		Version: api.ProtocolVersion,
 		Now:     now,
+		Build:   new(s.build),
 		Config: api.ConfigSummary{
 			IntervalSeconds:    st.Config.Interval.Seconds(),
 			Coefficients:       coefficientMap(st.Config.Coefficients),

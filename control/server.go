@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"lvs-feedback/control/api"
+	"lvs-feedback/internal/buildinfo"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 )
@@ -58,10 +59,11 @@ type Options struct {
 
 // Server serves the control protocol on a unix socket.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	ln   net.Listener
-	srv  *http.Server
+	opts  Options
+	log   *slog.Logger
+	build api.Build // this binary's, in every status reply
+	ln    net.Listener
+	srv   *http.Server
 
 	mu         sync.Mutex
 	closedPath bool
@@ -84,9 +86,10 @@ func Listen(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opts: opts,
-		log:  opts.Logger,
-		ln:   peerListener{UnixListener: ln, uid: os.Geteuid(), log: opts.Logger},
+		opts:  opts,
+		log:   opts.Logger,
+		build: apiBuild(buildinfo.Read()),
+		ln:    peerListener{UnixListener: ln, uid: os.Geteuid(), log: opts.Logger},
 	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),

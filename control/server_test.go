@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"lvs-feedback/control"
 	"lvs-feedback/control/api"
 	"lvs-feedback/control/controltest"
+	"lvs-feedback/internal/buildinfo"
 )
 
 // startServer listens on path for the rig's monitor and serves until the
@@ -328,5 +330,26 @@ func TestStaleAgentFiguresAbsent(t *testing.T) {
 		if term.NotMeasured != agentFigure || term.NotMeasured && (term.Normalised != 0 || term.Product != 0) {
 			t.Errorf("term %s: %+v", term.Name, term)
 		}
+	}
+}
+
+// TestStatusNamesBuild: every status reply carries the daemon's build
+// information, what `lvsctl version` prints for the daemon.
+func TestStatusNamesBuild(t *testing.T) {
+	r := controltest.New(t, "")
+	st, err := api.NewClient(r.Socket, 5*time.Second).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := buildinfo.Read()
+	if st.Build == nil {
+		t.Fatal("status has no build information")
+	}
+	if st.Build.GoVersion != runtime.Version() || st.Build.Version != want.Version ||
+		st.Build.Revision != want.Revision || st.Build.Modified != want.Modified || st.Build.Time != want.Time {
+		t.Errorf("build %+v, want %+v with Go %s", *st.Build, want, runtime.Version())
+	}
+	if st.Build.Version == "" {
+		t.Error("empty version: a build without one must say (devel)")
 	}
 }

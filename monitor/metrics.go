@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lvs-feedback/internal/buildinfo"
 	"lvs-feedback/policy"
 )
 
@@ -50,8 +51,14 @@ const (
 	writeErrOther    = "other"
 )
 
-// NewMetrics creates the series and registers them on reg.
+// NewMetrics creates the series and registers them on reg, with
+// lvs_monitor_build_info naming this binary's build.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	return newMetrics(reg, buildinfo.Read())
+}
+
+// newMetrics is NewMetrics for the given build.
+func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 	dest := []string{"service", "server"}
 	g := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: name, Help: help}, labels)
@@ -95,6 +102,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	x.syncWriter = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "sync_writer", Help: "1 when this director writes the weights of its synchronised group (or runs alone)."})
 	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime, x.syncWriter)
+	revision := build.Revision
+	if revision == "" {
+		revision = "unknown"
+	}
+	g("build_info", "Always 1; its labels name the build of this lvs-monitor: version (the package's, the module's tag or pseudo-version, or (devel)), revision (the commit, or unknown) and goversion.",
+		"version", "revision", "goversion").WithLabelValues(build.Version, revision, build.GoVersion).Set(1)
 	x.syncWriter.Set(1)
 	x.reloadOK.Set(1)
 	for _, r := range []string{writeErrChanged, writeErrVanished, writeErrOther} {

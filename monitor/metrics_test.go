@@ -1,13 +1,17 @@
 package monitor
 
 import (
+	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lvs-feedback/internal/buildinfo"
 )
 
 func TestMetrics(t *testing.T) {
@@ -120,5 +124,42 @@ func TestUnmeasuredFiguresAreAbsent(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(metrics.input.WithLabelValues(svc, a, "input")); got != 1 {
 		t.Errorf("A's INPUT %v, want 1 (no traffic: neutral)", got)
+	}
+}
+
+// TestBuildInfoMetric scrapes lvs_monitor_build_info from the registry:
+// one series, value 1, its labels the build's.
+func TestBuildInfoMetric(t *testing.T) {
+	const help = "# HELP lvs_monitor_build_info Always 1; its labels name the build of this lvs-monitor: version (the package's, the module's tag or pseudo-version, or (devel)), revision (the commit, or unknown) and goversion.\n# TYPE lvs_monitor_build_info gauge\n"
+	for _, tt := range []struct {
+		name  string
+		build buildinfo.Info
+		want  string
+	}{
+		{"stamped", buildinfo.Info{Version: "v0.0.0-20261202005012-6499bca92c65+dirty", Revision: "6499bca92c65f073584b2d1fe493b3e2193b2636", Modified: true, GoVersion: "go1.26.8"},
+			`lvs_monitor_build_info{goversion="go1.26.8",revision="6499bca92c65f073584b2d1fe493b3e2193b2636",version="v0.0.0-20261202005012-6499bca92c65+dirty"} 1`},
+		{"no VCS", buildinfo.Info{Version: "(devel)", GoVersion: "go1.26.8"},
+			`lvs_monitor_build_info{goversion="go1.26.8",revision="unknown",version="(devel)"} 1`},
+		{"packaged", buildinfo.Info{Version: "0.1.0", Revision: "6499bca92c65f073584b2d1fe493b3e2193b2636", GoVersion: "go1.26.8"},
+			`lvs_monitor_build_info{goversion="go1.26.8",revision="6499bca92c65f073584b2d1fe493b3e2193b2636",version="0.1.0"} 1`},
+	} {
+		reg := prometheus.NewRegistry()
+		newMetrics(reg, tt.build)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(help+tt.want+"\n"), "lvs_monitor_build_info"); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+
+	// NewMetrics names this binary's own build.
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	b := buildinfo.Read()
+	rev := b.Revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	want := fmt.Sprintf(`lvs_monitor_build_info{goversion=%q,revision=%q,version=%q} 1`, runtime.Version(), rev, b.Version)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(help+want+"\n"), "lvs_monitor_build_info"); err != nil {
+		t.Error(err)
 	}
 }

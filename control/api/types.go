@@ -55,6 +55,9 @@ const (
 type Status struct {
 	Version int       `json:"version"` // ProtocolVersion of the daemon
 	Now     time.Time `json:"now"`     // the daemon's clock when it answered
+	// Build is what the daemon's binary was built from; absent from a
+	// daemon older than the field.
+	Build *Build `json:"build,omitempty"`
 	// Cycle is the last completed cycle; nil before the first.
 	Cycle    *Cycle          `json:"cycle,omitempty"`
 	Config   ConfigSummary   `json:"config"`
@@ -63,6 +66,22 @@ type Status struct {
 	// Sync is this director's place in its synchronised group
 	// (docs/director-pair.md); absent for a director that runs alone.
 	Sync *SyncStatus `json:"sync,omitempty"`
+}
+
+// Build is what a binary was built from (lvs-feedback/internal/buildinfo):
+// `lvsctl version` prints the daemon's beside its own.
+type Build struct {
+	// Version is the packaged version, the module's tag or pseudo-version,
+	// or "(devel)" when the build recorded none.
+	Version string `json:"version"`
+	// Revision is the commit; "" when the build recorded none.
+	Revision string `json:"revision,omitempty"`
+	// Time is the commit's time (RFC 3339); "" when unknown.
+	Time string `json:"time,omitempty"`
+	// Modified: the tree had uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
+	// GoVersion is the Go release that compiled it, e.g. "go1.26.8".
+	GoVersion string `json:"go_version"`
 }
 
 // SyncStatus is a synchronised director's view of its group.
