@@ -1,10 +1,11 @@
 // Command lvsctl controls a running lvs-monitor over its control socket:
 // status, drain and undrain, explain a weight, reload the configuration,
-// and check a configuration file.
+// check a configuration file, and name the versions running.
 //
 // Usage:
 //
 //	lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
+//	lvsctl -version
 //
 //	lvsctl status [-o table|json]
 //	lvsctl top [-once] [-n N] [-refresh D]
@@ -13,6 +14,12 @@
 //	lvsctl explain SERVICE SERVER [-o table|json]
 //	lvsctl reload
 //	lvsctl check-config FILE
+//	lvsctl version
+//	lvsctl help [COMMAND]
+//
+// The commands are the table in commands.go: `lvsctl help COMMAND` and
+// `lvsctl COMMAND -h` print one's description, flags and an example on
+// stdout and exit 0; lvsctl -h lists them.
 //
 // SERVICE is "VIP:PORT/PROTO" or "fwmark:N", SERVER is "RIP:PORT", both as
 // in the configuration and `ipvsadm -L -n`. The socket is -socket, else
@@ -59,6 +66,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"lvs-feedback/control/api"
+	"lvs-feedback/internal/cmdline"
 )
 
 // Exit statuses.
@@ -92,28 +100,11 @@ type cli struct {
 	timeout time.Duration
 }
 
-const usage = `usage: lvsctl [-socket PATH] [-config FILE] [-request-timeout D] COMMAND [ARGS]
-
-commands:
-  status [-o table|json]                      every service and server: state, weights, load, connections
-  top [-once] [-n N] [-refresh D]             the same live, a frame per cycle: weight/default, state, the
-                                              figures behind the weight, new conns/s, last change and why
-  drain SERVICE SERVER [--wait] [--timeout D] weight 0 as an operator drain (kept across restarts);
-                                              --wait shows active connections until they reach 0
-  undrain SERVICE SERVER                      back to its default weight (slow start), managed again
-  explain SERVICE SERVER [-o table|json]      the whole computation of the server's last weight
-  reload                                      re-read the configuration (same as systemctl reload lvs-monitor)
-  check-config FILE                           check a configuration file with lvs-monitor -check (found
-                                              next to lvsctl, else in PATH); no running daemon needed
-
-SERVICE is VIP:PORT/PROTO (e.g. 192.0.2.10:80/tcp) or fwmark:N; SERVER is RIP:PORT.
-exit status: 0 done, 1 failed or refused, 2 usage, 3 lvs-monitor unreachable,
-4 drain --wait timed out with connections still active.
-`
-
+// usageError reports a mistake on lvsctl's own command line with the
+// usage; commandUsage is the one for a command's arguments.
 func (c *cli) usageError(format string, a ...any) int {
 	fmt.Fprintf(c.stderr, "lvsctl: "+format+"\n\n", a...)
-	fmt.Fprint(c.stderr, usage)
+	printUsage(c.stderr)
 	return exitUsage
 }
 
@@ -130,57 +121,24 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("lvsctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.globalFlags(fs)
-	help := fs.Bool("h", false, "help")
-	fs.BoolVar(help, "help", false, "help")
-	if err := fs.Parse(args); err != nil {
-		return c.usageError("%v", err)
-	}
-	if *help {
-		fmt.Fprint(c.stdout, usage)
+	version := fs.Bool("version", false, "print lvsctl's version and exit")
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(c.stdout)
 		return exitOK
-	}
-	if fs.NArg() == 0 {
+	case err != nil:
+		return c.usageError("%v", err)
+	case *version:
+		cmdline.PrintVersion(c.stdout, "lvsctl")
+		return exitOK
+	case fs.NArg() == 0:
 		return c.usageError("no command")
 	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	switch cmd {
-	case "status":
-		return c.status(ctx, rest)
-	case "top":
-		return c.top(ctx, rest)
-	case "drain":
-		return c.drain(ctx, rest)
-	case "undrain":
-		return c.undrain(ctx, rest)
-	case "explain":
-		return c.explain(ctx, rest)
-	case "reload":
-		return c.reload(ctx, rest)
-	case "check-config":
-		return c.checkConfig(ctx, rest)
-	case "help":
-		fmt.Fprint(c.stdout, usage)
-		return exitOK
+	cmd, ok := lookup(fs.Arg(0))
+	if !ok {
+		return c.usageError("unknown command %q", fs.Arg(0))
 	}
-	return c.usageError("unknown command %q", cmd)
-}
-
-// parse parses a command's flags, which may come before, between or after
-// its arguments, and returns the arguments.
-func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	c.globalFlags(fs)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+	return cmd.run(c, ctx, fs.Args()[1:])
 }
 
 // socketPath is the control socket: -socket, else the control_socket of
@@ -242,7 +200,7 @@ func (c *cli) printJSON(v any) int {
 
 // target checks a command's SERVICE SERVER arguments. On a mistake it
 // prints it with the command's usage line and returns false.
-func (c *cli) target(cmd, synopsis string, pos []string) (string, string, bool) {
+func (c *cli) target(cmd string, pos []string) (string, string, bool) {
 	var err error
 	if len(pos) != 2 {
 		err = fmt.Errorf("want SERVICE SERVER, got %d arguments", len(pos))
@@ -250,7 +208,7 @@ func (c *cli) target(cmd, synopsis string, pos []string) (string, string, bool) 
 		err = api.CheckTarget(pos[0], pos[1])
 	}
 	if err != nil {
-		fmt.Fprintf(c.stderr, "lvsctl: %s: %v\nusage: lvsctl %s\n  e.g. lvsctl %s 192.0.2.10:80/tcp 198.51.100.11:80\n", cmd, err, synopsis, cmd)
+		c.commandUsage(cmd, "%v", err)
 		return "", "", false
 	}
 	return pos[0], pos[1], true
@@ -260,16 +218,16 @@ func (c *cli) drain(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
 	wait := fs.Bool("wait", false, "wait until the server has no active connection")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: give up after this long")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("drain: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
-	svc, srv, ok := c.target("drain", "drain SERVICE SERVER [--wait] [--timeout D]", pos)
+	svc, srv, ok := c.target("drain", pos)
 	if !ok {
 		return exitUsage
 	}
 	if *timeout <= 0 {
-		return c.usageError("drain: --timeout must be positive, got %v", *timeout)
+		return c.commandUsage("drain", "--timeout must be positive, got %v", *timeout)
 	}
 	cl := c.client()
 	ack, err := cl.Drain(ctx, svc, srv)
@@ -324,11 +282,11 @@ func (c *cli) waitDrained(ctx context.Context, cl *api.Client, svc, srv string, 
 
 func (c *cli) undrain(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("undrain", flag.ContinueOnError)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("undrain: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
-	svc, srv, ok := c.target("undrain", "undrain SERVICE SERVER", pos)
+	svc, srv, ok := c.target("undrain", pos)
 	if !ok {
 		return exitUsage
 	}
@@ -345,16 +303,16 @@ func (c *cli) undrain(ctx context.Context, args []string) int {
 func (c *cli) explain(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	out := outputFlag(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("explain: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
-	svc, srv, ok := c.target("explain", "explain SERVICE SERVER [-o table|json]", pos)
+	svc, srv, ok := c.target("explain", pos)
 	if !ok {
 		return exitUsage
 	}
 	if !c.checkOutput(*out) {
-		return c.usageError("-o %q: want table or json", *out)
+		return c.commandUsage(fs.Name(), "-o %q: want table or json", *out)
 	}
 	e, err := c.client().Explain(ctx, svc, srv)
 	if err != nil {
@@ -447,12 +405,12 @@ func sign(v float64) string {
 
 func (c *cli) reload(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("reload: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
 	if len(pos) > 0 {
-		return c.usageError("reload takes no arguments (lvs-monitor re-reads its own -config file)")
+		return c.commandUsage("reload", "no arguments: lvs-monitor re-reads its own -config file")
 	}
 	r, err := c.client().Reload(ctx)
 	if err != nil {
@@ -475,12 +433,12 @@ func (c *cli) reload(ctx context.Context, args []string) int {
 // exit status.
 func (c *cli) checkConfig(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("check-config: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
-		return c.usageError("check-config FILE")
+		return c.commandUsage("check-config", "want one FILE, got %d arguments", len(pos))
 	}
 	path, err := c.findMonitor()
 	if err != nil {

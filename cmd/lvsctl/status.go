@@ -15,15 +15,15 @@ import (
 func (c *cli) status(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	out := outputFlag(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("status: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
 	if len(pos) > 0 {
-		return c.usageError("status takes no arguments, got %q", pos)
+		return c.commandUsage("status", "no arguments, got %q", pos)
 	}
 	if !c.checkOutput(*out) {
-		return c.usageError("-o %q: want table or json", *out)
+		return c.commandUsage("status", "-o %q: want table or json", *out)
 	}
 	st, err := c.client().Status(ctx)
 	if err != nil {

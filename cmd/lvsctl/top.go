@@ -35,17 +35,17 @@ func (c *cli) top(ctx context.Context, args []string) int {
 	once := fs.Bool("once", false, "print the current frame and exit")
 	frames := fs.Int("n", 0, "exit after `N` frames, one per cycle (0: until q or Ctrl-C)")
 	refresh := fs.Duration("refresh", 0, "poll period (default half the monitor's interval, from 100ms to 5s)")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return c.usageError("top: %v", err)
+	pos, code, done := c.parse(fs, args)
+	if done {
+		return code
 	}
 	switch {
 	case len(pos) > 0:
-		return c.usageError("top takes no arguments, got %q", pos)
+		return c.commandUsage("top", "no arguments, got %q", pos)
 	case *frames < 0:
-		return c.usageError("top: -n must be 0 or more, got %d", *frames)
+		return c.commandUsage("top", "-n must be 0 or more, got %d", *frames)
 	case *refresh < 0:
-		return c.usageError("top: -refresh must be positive, got %v", *refresh)
+		return c.commandUsage("top", "-refresh must be positive, got %v", *refresh)
 	}
 	if *once {
 		*frames = 1
