@@ -12,7 +12,11 @@ NFPM=${NFPM:-github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.48.0}
 STAGE=bin/deb-stage
 rm -rf "$STAGE"
 mkdir -p "$STAGE"
-CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath -ldflags="-s -w" -o "$STAGE/" ./cmd/lvs-monitor ./cmd/lvs-agent ./cmd/lvsctl
+# The binaries name the package's version in -version, lvsctl version and
+# lvs_monitor_build_info (the commit, when recorded, stays beside it).
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
+	-ldflags="-s -w -X lvs-feedback/internal/buildinfo.packageVersion=$VERSION" \
+	-o "$STAGE/" ./cmd/lvs-monitor ./cmd/lvs-agent ./cmd/lvsctl
 
 mkdir -p bin
 out="bin/lvs-feedback_${VERSION}_amd64.deb"
