@@ -3,8 +3,11 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+
+	"lvs-feedback/policy"
 )
 
 // twoServices has two services of two servers each, so that a key of an
@@ -379,5 +382,27 @@ func TestConfigKeys(t *testing.T) {
 		if _, ok := configKeys[derived]; ok {
 			t.Errorf("derived field %q is a key", derived)
 		}
+	}
+}
+
+// The README's configuration snippet is a valid file that draws no
+// warning: it shows the default controller with the keys it reads.
+func TestReadmeConfigChecksClean(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	_, block, ok2 := strings.Cut(after, "```toml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md: no ```toml block under ## Configuration")
+	}
+	cfg, warnings, err := CheckConfig("README.md", []byte(block))
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("README snippet: error %v, warnings %v", err, warnings)
+	}
+	if cfg.Weight.Controller != policy.ControllerCapacity || DefaultConfig().Weight.Controller != policy.ControllerCapacity {
+		t.Errorf("README shows controller %q; the default is %q", cfg.Weight.Controller, DefaultConfig().Weight.Controller)
 	}
 }
