@@ -187,6 +187,7 @@ func TestConfigErrorLines(t *testing.T) {
 		{"sync no peer", add("[sync]\nid = \"a\"", "[sync]"), "sync.peer: a synchronised director needs"},
 		{"sync peer id", add("[sync]\nid = \"a\"\n[[sync.peer]]\nid = \"b\"\naddress = \"127.0.0.2:9773\"\n[[sync.peer]]\nid = \"a\"\naddress = \"127.0.0.3:9773\"", "id = \"a\"\naddress = \"127.0.0.3"),
 			"sync.peer[1].id: must be a non-empty id"},
+		{"sync peer = []", add("[sync]\nid = \"a\"\npeer = []", "peer"), "sync.peer: a synchronised director needs"},
 		{"sync peer address", add("[sync]\nid = \"a\"\n[[sync.peer]]\nid = \"b\"\naddress = \"nowhere\"", "nowhere"), "sync.peer[0].address: want HOST:PORT"},
 		{"sync vips element", add("[sync]\nid = \"a\"\nvips = [\"192.0.2.10\", \"x\"]", "vips"), "sync.vips[1]:"},
 		{"sync vips needed", mark("[sync] #<\nid = \"a\"\n[[service]]\naddress = \"fwmark:1\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 1\n", "#<", "#<"),

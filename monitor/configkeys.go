@@ -248,7 +248,8 @@ func kindMismatch(want keyKind, s setting) string {
 			return fmt.Sprintf("must be a single table: write [%s], not [[%s]]", schemaKey(s.path), schemaKey(s.path))
 		}
 	case kindTables:
-		ok = got == unstable.ArrayTable || got == unstable.InlineTable && s.path[len(s.path)-1].index >= 0
+		ok = got == unstable.ArrayTable || got == unstable.InlineTable && s.path[len(s.path)-1].index >= 0 ||
+			got == unstable.Array && len(s.elems) == 0 // name = [], no element
 		if got == unstable.Table {
 			return fmt.Sprintf("must be an array of tables: write [[%s]], not [%s]", schemaKey(s.path), schemaKey(s.path))
 		}
