@@ -1,14 +1,13 @@
 package monitor
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,62 +137,180 @@ type ConfigError struct {
 	Msg  string
 }
 
-func (e *ConfigError) Error() string {
+func (e *ConfigError) Error() string { return located(e.File, e.Line, "", e.Key, e.Msg) }
+
+// ConfigWarning is a setting that is valid but has no effect, such as a
+// key the chosen weight controller does not read.
+type ConfigWarning struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (w ConfigWarning) String() string { return located(w.File, w.Line, "warning: ", w.Key, w.Msg) }
+
+func located(file string, line int, prefix, key, msg string) string {
 	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
+	b.WriteString(file)
+	if line > 0 {
+		fmt.Fprintf(&b, ":%d", line)
 	}
 	b.WriteString(": ")
-	if e.Key != "" {
-		b.WriteString(e.Key)
+	b.WriteString(prefix)
+	if key != "" {
+		b.WriteString(key)
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(msg)
 	return b.String()
 }
 
+// maxConfigErrors bounds the mistakes reported at once; the rest are
+// counted.
+const maxConfigErrors = 20
+
 // LoadConfig reads and checks a configuration file.
 func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("read config: %w", err)
-	}
-	return ParseConfig(path, data)
+	cfg, _, err := CheckConfigFile(path)
+	return cfg, err
 }
 
-// ParseConfig decodes TOML over the defaults and checks every value. The
-// error lists every mistake found, one per line (errors.Join of
-// *ConfigError).
-func ParseConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
-	md, err := toml.Decode(string(data), &cfg)
+// CheckConfigFile reads and checks a configuration file, and returns the
+// warnings too.
+func CheckConfigFile(path string) (Config, []ConfigWarning, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return Config{}, &ConfigError{File: name, Line: pe.Position.Line, Msg: pe.Message}
+		return Config{}, nil, fmt.Errorf("read config: %w", err)
+	}
+	return CheckConfig(path, data)
+}
+
+// ParseConfig decodes TOML over the defaults and checks every value; see
+// CheckConfig.
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg, _, err := CheckConfig(name, data)
+	return cfg, err
+}
+
+// CheckConfig decodes TOML over the defaults and checks every value. The
+// error lists every mistake found (up to maxConfigErrors), one per line in
+// file order, each a *ConfigError with its line (errors.Join). The
+// warnings are settings that are valid but ignored.
+//
+// The checks run in order: TOML syntax (one error), then every key against
+// the keys Config has (unknown keys and tables, wrong types: a duration
+// must be a string with a unit), then the values. Values are checked only
+// when every type is right, so that a mistyped key does not also show up
+// as a wrong value.
+func CheckConfig(name string, data []byte) (Config, []ConfigWarning, error) {
+	// BurntSushi first for syntax: its messages and positions are the
+	// product's; decoding into a map cannot fail past the syntax.
+	var syntax map[string]any
+	if _, err := toml.Decode(string(data), &syntax); err != nil {
+		return Config{}, nil, tomlError(name, err)
+	}
+	idx, line, err := indexTOML(data)
+	if err != nil {
+		return Config{}, nil, &ConfigError{File: name, Line: line, Msg: err.Error()}
+	}
+	p := &configProblems{file: name, lines: idx.lines}
+	typesOK := p.checkKeys(idx)
+	if !typesOK {
+		return Config{}, nil, p.err()
+	}
+	cfg := DefaultConfig()
+	if _, err := toml.Decode(string(data), &cfg); err != nil {
+		// Every type was checked above: this is a disagreement between the
+		// check and the decoder, reported as the decoder says.
+		p.list = append(p.list, tomlError(name, err))
+		return Config{}, nil, p.err()
+	}
+	cfg.check(p)
+	if len(p.list) > 0 {
+		return Config{}, nil, p.err()
+	}
+	return cfg, ignoredSettings(name, idx, cfg.Weight.Controller), nil
+}
+
+func tomlError(name string, err error) *ConfigError {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &ConfigError{File: name, Line: pe.Position.Line, Msg: pe.Message}
+	}
+	return &ConfigError{File: name, Msg: err.Error()}
+}
+
+// configProblems collects the mistakes of one file.
+type configProblems struct {
+	file  string
+	lines map[string]int // indexed key → line (fileIndex.lines)
+	list  []*ConfigError
+}
+
+// add records a mistake in key, at the line that sets key, else at the
+// first of also that the file sets (the other key of a comparison), else
+// at key's nearest enclosing table in the file.
+func (p *configProblems) add(key string, also []string, format string, a ...any) {
+	p.list = append(p.list, &ConfigError{File: p.file, Line: p.lineOf(key, also), Key: key, Msg: fmt.Sprintf(format, a...)})
+}
+
+func (p *configProblems) lineOf(key string, also []string) int {
+	for _, k := range append([]string{key}, also...) {
+		if l, ok := p.lines[k]; ok {
+			return l
 		}
-		return Config{}, &ConfigError{File: name, Msg: err.Error()}
 	}
+	for k := parentKey(key); k != ""; k = parentKey(k) {
+		if l, ok := p.lines[k]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+// parentKey returns what holds key: "service[0].server[1].weight" →
+// "service[0].server[1]" → "service[0].server" → "service[0]".
+func parentKey(key string) string {
+	if strings.HasSuffix(key, "]") {
+		return key[:strings.LastIndexByte(key, '[')]
+	}
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// err returns the mistakes in file order (those without a line last), at
+// most maxConfigErrors of them, or nil.
+func (p *configProblems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	list := slices.Clone(p.list)
+	slices.SortStableFunc(list, func(a, b *ConfigError) int {
+		if (a.Line == 0) != (b.Line == 0) {
+			return b.Line - a.Line // a line before none
+		}
+		return a.Line - b.Line
+	})
 	var errs []error
-	for _, k := range md.Undecoded() {
-		errs = append(errs, unknownKeyError(name, data, k))
+	for _, e := range list[:min(len(list), maxConfigErrors)] {
+		errs = append(errs, e)
 	}
-	if len(errs) > 0 {
-		// Unknown keys first: a typo may explain every later complaint.
-		return Config{}, errors.Join(errs...)
+	if n := len(list) - maxConfigErrors; n > 0 {
+		errs = append(errs, fmt.Errorf("%s: and %d more mistakes", p.file, n))
 	}
-	if err := cfg.check(name, data); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return errors.Join(errs...)
 }
 
 // check validates cfg and fills the derived fields (keys, addresses).
-func (cfg *Config) check(name string, data []byte) error {
-	var errs []error
-	bad := func(key, format string, a ...any) {
-		errs = append(errs, &ConfigError{File: name, Line: findKeyLine(data, key), Key: key, Msg: fmt.Sprintf(format, a...)})
+func (cfg *Config) check(probs *configProblems) {
+	bad := func(key, format string, a ...any) { probs.add(key, nil, format, a...) }
+	// near: a mistake that may lie in either key, such as a default
+	// agent_timeout after a shorter interval: at key's line, else also's.
+	near := func(key string, also string, format string, a ...any) {
+		probs.add(key, []string{also}, format, a...)
 	}
 	positiveDuration := func(key string, d time.Duration) {
 		if d <= 0 {
@@ -205,10 +322,10 @@ func (cfg *Config) check(name string, data []byte) error {
 	positiveDuration("probe_timeout", cfg.ProbeTimeout)
 	if cfg.Interval > 0 {
 		if cfg.AgentTimeout >= cfg.Interval {
-			bad("agent_timeout", "must be shorter than interval (%v), got %v", cfg.Interval, cfg.AgentTimeout)
+			near("agent_timeout", "interval", "must be shorter than interval (%v), got %v", cfg.Interval, cfg.AgentTimeout)
 		}
 		if cfg.ProbeTimeout >= cfg.Interval {
-			bad("probe_timeout", "must be shorter than interval (%v), got %v", cfg.Interval, cfg.ProbeTimeout)
+			near("probe_timeout", "interval", "must be shorter than interval (%v), got %v", cfg.Interval, cfg.ProbeTimeout)
 		}
 	}
 	if cfg.Concurrency < 1 {
@@ -282,7 +399,7 @@ func (cfg *Config) check(name string, data []byte) error {
 		bad("weight.saturation", "must be from 0 (off) to 1, got %v", w.Saturation)
 	}
 	if w.Resolution < 1 || w.Resolution > ipvs.MaxWeight || w.Resolution < w.Min {
-		bad("weight.resolution", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
+		near("weight.resolution", "weight.min", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
 	}
 
 	gc := cfg.Guard
@@ -293,7 +410,7 @@ func (cfg *Config) check(name string, data []byte) error {
 		bad("backlog_guard.trigger", "must be above 1 (a multiple of the median active connections per unit of weight), got %v", gc.Trigger)
 	}
 	if !(gc.Release >= 1 && gc.Release < gc.Trigger) {
-		bad("backlog_guard.release", "must be from 1 to below trigger (%v), got %v", gc.Trigger, gc.Release)
+		near("backlog_guard.release", "backlog_guard.trigger", "must be from 1 to below trigger (%v), got %v", gc.Trigger, gc.Release)
 	}
 	if gc.MinExcess < 0 {
 		bad("backlog_guard.min_excess", "must not be negative, got %d", gc.MinExcess)
@@ -306,7 +423,7 @@ func (cfg *Config) check(name string, data []byte) error {
 	if av.AgentExpiry < 0 {
 		bad("availability.agent_expiry", "must not be negative, got %v", av.AgentExpiry)
 	} else if cfg.Interval > 0 && av.AgentExpiry < cfg.Interval {
-		bad("availability.agent_expiry", "must be at least one interval (%v), got %v", cfg.Interval, av.AgentExpiry)
+		near("availability.agent_expiry", "interval", "must be at least one interval (%v), got %v", cfg.Interval, av.AgentExpiry)
 	}
 	if av.SlowStart < 0 {
 		bad("availability.slow_start", "must not be negative (0 disables it), got %v", av.SlowStart)
@@ -366,15 +483,15 @@ func (cfg *Config) check(name string, data []byte) error {
 				if key.IsFWMark() && ap.Port() == 0 {
 					// fwmark services may use port 0; nothing to check
 				} else if ap.Port() == 0 && s.Probe.Port == 0 {
-					bad(rp+".address", "port 0 needs probe.port to say where to probe")
+					near(rp+".address", p+".probe.port", "port 0 needs probe.port to say where to probe")
 				}
 			}
 			if rs.Weight < 1 || rs.Weight > ipvs.MaxWeight {
 				bad(rp+".weight", "default weight must be from 1 to %d, got %d (drain a server with ipvsadm -w 0, not in the config)", ipvs.MaxWeight, rs.Weight)
 			} else if float64(rs.Weight)*w.Scale > ipvs.MaxWeight {
-				bad(rp+".weight", "weight %d × weight.scale %v exceeds the kernel bound %d", rs.Weight, w.Scale, ipvs.MaxWeight)
+				near(rp+".weight", "weight.scale", "weight %d × weight.scale %v exceeds the kernel bound %d", rs.Weight, w.Scale, ipvs.MaxWeight)
 			} else if rs.Weight < w.Min && w.Min >= 1 {
-				bad(rp+".weight", "default weight %d is below weight.min %d", rs.Weight, w.Min)
+				near(rp+".weight", "weight.min", "default weight %d is below weight.min %d", rs.Weight, w.Min)
 			}
 			switch {
 			case rs.Agent != "":
@@ -387,7 +504,6 @@ func (cfg *Config) check(name string, data []byte) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // checkSync checks the [sync] section and fills VIPAddrs.
@@ -502,32 +618,6 @@ func splitHostPort(s string) (string, int, error) {
 	return strings.Trim(s[:i], "[]"), port, nil
 }
 
-// knownKeys lists every key the configuration accepts, per table, for the
-// "did you mean" suggestion.
-var knownKeys = map[string][]string{
-	"":               {"interval", "agent_timeout", "probe_timeout", "concurrency", "state_dir", "agent_port", "metrics_listen", "control_socket", "coefficients", "weight", "availability", "sync", "service"},
-	"coefficients":   {"input", "cpu", "memory", "disk", "response", "process"},
-	"weight":         {"gain", "target", "scale", "min", "threshold", "controller", "smoothing", "band", "resolution", "saturation"},
-	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
-	"sync":           {"id", "listen", "key_file", "role", "vips", "peer"},
-	"sync.peer":      {"id", "address"},
-	"service":        {"address", "agent_port", "probe", "server"},
-	"service.probe":  {"type", "path", "host", "expect_status", "port", "reference"},
-	"service.server": {"address", "weight", "agent"},
-}
-
-func unknownKeyError(file string, data []byte, k toml.Key) error {
-	parent := strings.Join(k[:len(k)-1], ".")
-	last := k[len(k)-1]
-	msg := "unknown key"
-	if s := suggest(last, knownKeys[parent]); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	} else if _, isTable := knownKeys[parent]; !isTable {
-		msg = "unknown table"
-	}
-	return &ConfigError{File: file, Line: findKeyLine(data, k.String()), Key: k.String(), Msg: msg}
-}
-
 // suggest returns the candidate closest to word by edit distance, if it is
 // close enough to be a plausible typo.
 func suggest(word string, candidates []string) string {
@@ -558,33 +648,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// findKeyLine returns the first line that assigns the last component of a
-// dotted key (or opens the table of that name), or 0. The TOML decoder does
-// not report positions of keys it decoded, so this is a best effort that is
-// right for every key written once in the file.
-func findKeyLine(data []byte, key string) int {
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		key = key[i+1:]
-	}
-	if i := strings.IndexByte(key, '['); i >= 0 {
-		key = key[:i]
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if rest, ok := strings.CutPrefix(line, key); ok {
-			rest = strings.TrimSpace(rest)
-			if strings.HasPrefix(rest, "=") {
-				return n
-			}
-		}
-		if t := strings.Trim(line, "[] "); strings.HasSuffix(t, "."+key) || t == key {
-			if strings.HasPrefix(line, "[") {
-				return n
-			}
-		}
-	}
-	return 0
 }

@@ -74,7 +74,7 @@ intervall = "5s"
 cpuu = 0.3
 ` + minimal,
 			[]string{"coefficients.cpuu", `did you mean "cpu"`, ":3"}},
-		{"misspelt server key", minimal + "wieght = 3\n", []string{"service.server.wieght", `did you mean "weight"`}},
+		{"misspelt server key", minimal + "wieght = 3\n", []string{"service[0].server[0].wieght", `did you mean "weight"`}},
 		{"coefficient sum", minimal + `
 [coefficients]
 input = 0.2

@@ -12,6 +12,11 @@
 // state file and the clock — sit behind narrow interfaces so the same code
 // runs against the kernel, the in-memory table and a simulator.
 //
+// The configuration is read by CheckConfig (config.go): each key and its
+// type against the keys derived from Config's toml tags (configkeys.go),
+// at the line the TOML syntax tree gives it (configindex.go), then the
+// values; docs/configuration.md describes the rules.
+//
 // The package owns weight decisions and the persisted knowledge of who set
 // which weight. It must not talk to netlink directly (package ipvs does),
 // sample /proc (package agent does), or hold global state.

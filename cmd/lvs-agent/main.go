@@ -62,7 +62,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("lvs-agent", flag.ContinueOnError)
 	fs.StringVar(&c.listen, "listen", ":"+strconv.Itoa(agent.DefaultPort), "`address` to serve /v1/load on")
-	fs.DurationVar(&c.interval, "interval", time.Second, "sampling `interval` (at least 100ms)")
+	c.interval = time.Second
+	fs.Var(durationFlag{&c.interval}, "interval", "sampling `interval` with a unit, such as 1s or 500ms (at least 100ms)")
 	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
 	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
 	fs.IntVar(&c.maxConns, "max-conns", agent.DefaultMaxConns, "at most this many `connections` open at once (1 to 65536); at the limit one that sent no request, from the address holding the most, is closed")
@@ -119,6 +120,29 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 		return bad("-drain-file needs -agent-check-listen (only HAProxy's agent-check reads it)")
 	}
 	return c, nil
+}
+
+// durationFlag is a duration flag whose error says what a duration looks
+// like: flag.Duration answers "-interval 5" with a bare "parse error".
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		*f.d = d
+		return nil
+	}
+	if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+		return fmt.Errorf("%q has no unit; write e.g. %ss or %sms", s, s, s)
+	}
+	return fmt.Errorf("%q is not a duration; write e.g. 1s or 500ms (units ns, us, ms, s, m, h)", s)
 }
 
 // run is main without the process exit, for tests. ready, if not nil, is

@@ -53,7 +53,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lvs-monitor", flag.ContinueOnError)
 	configPath := fs.String("config", "/etc/lvs-monitor/lvs-monitor.toml", "configuration file (TOML)")
-	check := fs.Bool("check", false, "check the configuration file, print the result and exit 0 (valid) or 1")
+	check := fs.Bool("check", false, "check the configuration file, print the result (and warnings: settings it ignores) and exit 0 (valid) or 1")
 	dryRun := fs.Bool("dry-run", false, "compute and log every decision, write nothing (no kernel writes, no state file)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	netns := fs.String("netns", "", "path of the network namespace whose IPVS table to manage (default: this one)")
@@ -70,11 +70,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lvs-monitor: %v\n", err)
 		return 2
 	}
-	cfg, err := monitor.LoadConfig(*configPath)
+	cfg, warnings, err := monitor.CheckConfigFile(*configPath)
 	if *check {
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, w)
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d services)\n", *configPath, len(cfg.Services))
 		return 0
@@ -88,6 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Error("configuration", "error", err)
 		return 1
+	}
+	for _, w := range warnings {
+		log.Warn("configuration", "warning", w.String())
 	}
 
 	table, closeTable, err := openTable(*tableFile, *netns)

@@ -26,6 +26,10 @@ func TestCheck(t *testing.T) {
 			[]string{"coefficients", "must sum to 1", "1.1000"}},
 		{"negative interval", strings.Replace(string(good), `interval = "5s"`, `interval = "-5s"`, 1), 1,
 			[]string{"interval", "positive duration"}},
+		{"bare durations", strings.Replace(strings.Replace(string(good), `interval = "5s"`, `interval = 5`, 1), `agent_timeout = "2s"`, `agent_timeout = 2`, 1), 1,
+			[]string{`lvs-monitor.toml:10: interval: a bare number has no unit: write interval = "5s"`, `lvs-monitor.toml:14: agent_timeout: a bare number has no unit`}},
+		{"ignored setting warns", strings.Replace(string(good), "# gain      = 5.0", "gain = 6.0", 1), 0,
+			[]string{`lvs-monitor.toml:71: warning: weight.gain: ignored: only the "lvs" controller reads it`, "ok (1 services)"}},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(t.TempDir(), "lvs-monitor.toml")
