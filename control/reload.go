@@ -34,13 +34,17 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 	return func() ([]string, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		cfg, err := monitor.LoadConfig(path)
+		cfg, warnings, err := monitor.CheckConfigFile(path)
 		if err != nil {
 			m.ReloadFailed(err)
 			return nil, err
 		}
 		old := m.Status().Config
 		var notes []string
+		// The same warnings -check prints: settings the controller ignores.
+		for _, w := range warnings {
+			notes = append(notes, w.String())
+		}
 		keep := cfg
 		for _, k := range []struct {
 			key     string

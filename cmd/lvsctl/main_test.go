@@ -401,13 +401,16 @@ lvs_monitor_config_last_reload_successful 0
 	good := strings.Replace(controltest.Config, "cpu      = 0.3\nmemory   = 0.1", "cpu      = 0.2\nmemory   = 0.2", 1)
 	good = strings.Replace(good, `interval = "1s"`, `interval = "2s"`, 1)
 	good = strings.Replace(good, `metrics_listen = ""`, `metrics_listen = ":9999"`, 1)
+	// band is the capacity controller's: the reload warns, as -check does, at its line.
+	good = strings.Replace(good, "threshold = 1\n", "threshold = 1\nband      = 0.3\n", 1)
 	r.WriteConfig(good)
 	code, out, _ = lvsctl(t, r, "reload")
 	if code != 0 {
 		t.Fatalf("reload: exit %d", code)
 	}
 	contains(t, "reload output", out, "configuration reloaded", `metrics_listen changed from "" to ":9999": takes effect when lvs-monitor restarts`,
-		"interval changed from 1s to 2s: applies from the next cycle")
+		"interval changed from 1s to 2s: applies from the next cycle",
+		fmt.Sprintf(":%d: warning: weight.band", lineOf(t, good, "band      = 0.3")))
 	st = statusJSON(t, r)
 	if !st.Reload.OK || st.Reload.Error != "" || st.Config.Coefficients["cpu"] != 0.2 || st.Config.Coefficients["memory"] != 0.2 || st.Config.IntervalSeconds != 2 {
 		t.Errorf("status after a good reload: %+v %+v", st.Reload, st.Config)
