@@ -96,8 +96,17 @@ func NewFileStore(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	return &FileStore{Path: filepath.Join(dir, "state.json")}, nil
+	return &FileStore{Path: statePath(dir)}, nil
 }
+
+// NewReadOnlyFileStore returns a read-only store for DIR/state.json for a
+// dry run: it creates nothing, not even DIR, reads the file if there is one
+// and leaves an unusable one where it is.
+func NewReadOnlyFileStore(dir string) *FileStore {
+	return &FileStore{Path: statePath(dir), ReadOnly: true}
+}
+
+func statePath(dir string) string { return filepath.Join(dir, "state.json") }
 
 // Load reads the state file. A missing file returns an empty State and an
 // error wrapping fs.ErrNotExist; an unreadable or malformed one returns an

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sync"
 
 	"lvs-feedback/ipvs"
@@ -51,10 +50,10 @@ func openTable(tableFile, netns string) (ipvs.Table, func(), error) {
 
 // openState returns the state file store. A dry run writes nothing, not
 // even the state directory: it reads the state file if there is one and
-// leaves even an unusable one where it is (FileStore.ReadOnly).
+// leaves even an unusable one where it is (monitor.NewReadOnlyFileStore).
 func openState(dir string, dryRun bool) (*monitor.FileStore, error) {
 	if dryRun {
-		return &monitor.FileStore{Path: filepath.Join(dir, "state.json"), ReadOnly: true}, nil
+		return monitor.NewReadOnlyFileStore(dir), nil
 	}
 	return monitor.NewFileStore(dir)
 }
