@@ -16,6 +16,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
 )
 
@@ -98,6 +99,7 @@ type ServerConfig struct {
 	Address string `toml:"address"` // RIP:PORT as in the IPVS table
 	Weight  int    `toml:"weight"`  // default weight; 0 is refused (drain with ipvsadm or lvsctl)
 	Agent   string `toml:"agent"`   // HOST:PORT of its agent; default RIP:agent_port
+	Source  string `toml:"source"`  // "lvs-agent" (default) or "node_exporter": agent is then its URL (docs/node-exporter.md)
 
 	Addr      netip.AddrPort `toml:"-"`
 	AgentAddr string         `toml:"-"`
@@ -492,6 +494,15 @@ func (cfg *Config) check(probs *configProblems) {
 				near(rp+".weight", "weight.scale", "weight %d × weight.scale %v exceeds the kernel bound %d", rs.Weight, w.Scale, ipvs.MaxWeight)
 			} else if rs.Weight < w.Min && w.Min >= 1 {
 				near(rp+".weight", "weight.min", "default weight %d is below weight.min %d", rs.Weight, w.Min)
+			}
+			if rs.Source == nodeexp.SourceName { // agent is node_exporter's URL, default http://RIP:9100/metrics
+				var err error
+				if rs.AgentAddr, err = nodeexp.TargetURL(rs.Agent, rs.Addr.Addr()); err != nil {
+					bad(rp+".agent", "%v", err)
+				}
+				continue
+			} else if rs.Source != "" && rs.Source != "lvs-agent" {
+				bad(rp+".source", "must be \"lvs-agent\" (the default) or %q, got %q", nodeexp.SourceName, rs.Source)
 			}
 			switch {
 			case rs.Agent != "":

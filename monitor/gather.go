@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
 )
 
@@ -65,7 +66,9 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 		}
 		// One line when an agent starts or stops failing, or expires; not
 		// every interval.
-		failing := r.st.AgentErr != nil
+		// A node_exporter that answered but has no earlier scrape to
+		// compare with is not failing: its load is not measured yet.
+		failing := r.st.AgentErr != nil && !errors.Is(r.st.AgentErr, nodeexp.ErrNoBaseline)
 		switch {
 		case failing && !r.seen.agentFailing:
 			level := slog.LevelWarn
@@ -139,13 +142,24 @@ func (m *Monitor) probe(ctx context.Context, r *destRow) {
 	r.st.Probed = true
 }
 
-// pollAgent fetches r's agent report, bounded by agent_timeout.
+// pollAgent fetches r's agent report, or scrapes its node_exporter,
+// bounded by agent_timeout. A node_exporter scrape is compared with the
+// previous one when that is at most nodeExpMaxAge intervals old.
 func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	start := time.Now()
-	r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr, m.cfg.AgentTimeout)
+	if r.server.Source == nodeexp.SourceName {
+		r.st.Report, r.st.AgentErr = m.nodeExp.Poll(ctx, r.server.AgentAddr, m.cfg.AgentTimeout, nodeExpMaxAge*m.cfg.Interval, &r.seen.nodeExp)
+	} else {
+		r.st.Report, r.st.AgentErr = m.deps.Agents.Fetch(ctx, r.server.AgentAddr, m.cfg.AgentTimeout)
+	}
 	r.st.AgentDuration = time.Since(start)
 	r.st.Polled = true
 }
+
+// nodeExpMaxAge is how many intervals old a node_exporter baseline may be:
+// one missed poll is bridged (the figures then average over two
+// intervals), a longer gap starts afresh.
+const nodeExpMaxAge = 3
 
 // timedOut reports whether err is a timeout: the probe's deadline passed,
 // or the network said so.

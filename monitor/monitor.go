@@ -12,6 +12,7 @@ import (
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
@@ -60,6 +61,7 @@ type Monitor struct {
 	// (the backlog guard leaves them alone), with the scheduler's name
 	hashed  map[ipvs.ServiceKey]string
 	started time.Time
+	nodeExp *nodeexp.Client // scrapes the servers whose source is node_exporter
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
@@ -114,6 +116,7 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		noted:    map[string]bool{},
 		hashed:   map[ipvs.ServiceKey]string{},
 		started:  deps.Now(),
+		nodeExp:  nodeexp.NewClient(),
 
 		reloaded: make(chan struct{}, 1),
 	}
@@ -158,6 +161,9 @@ type observed struct {
 	agentStale   bool           // silent longer than agent_expiry at the last poll
 	failLogged   time.Time      // when the agent's last failure was warned about
 	cpuTime      *agent.CPUTime // the agent's CPU totals at the last good poll
+
+	// nodeExp is a node_exporter source's last scrape, its baseline.
+	nodeExp nodeexp.Snapshot
 }
 
 // Run calls Cycle now and then every interval until ctx ends, with
