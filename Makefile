@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPayload$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerifyHeader$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzPusherReplies$$' -fuzztime $(FUZZTIME) ./scheduler/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./nodeexp/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.
@@ -126,7 +127,7 @@ install:
 		[ -e $(DESTDIR)$(SYSCONFDIR)/default/$$f ] || install -D -m 0644 packaging/default/$$f $(DESTDIR)$(SYSCONFDIR)/default/$$f; \
 	done
 	install -m 0644 README.md docs/*.md docs/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/
-	install -m 0644 docs/examples/lvs-monitor.toml $(DESTDIR)$(DOCDIR)/examples/
+	install -m 0644 docs/examples/lvs-monitor.toml docs/examples/lvs-monitor.rules.yml $(DESTDIR)$(DOCDIR)/examples/
 	@echo "installed under $(DESTDIR)$(PREFIX); then: systemctl daemon-reload; systemctl enable --now lvs-monitor (directors) or lvs-agent (real servers)"
 
 deb:
