@@ -123,6 +123,7 @@ func TestParseRefuses(t *testing.T) {
 			"node_exporter's stat collector failed on the server"},
 		{"partial load averages", minimal + "# TYPE node_load1 gauge\nnode_load1 0.5\n", "1 of node_load1, node_load5 and node_load15 present"},
 		{"pressure as gauge", minimal + "# TYPE node_pressure_cpu_waiting_seconds_total gauge\nnode_pressure_cpu_waiting_seconds_total 1\n", "is a gauge, want a counter"},
+		{"many labels clipped", replace(`{device="sda"} 40`, `{a="1",b="2",c="3",d="4",e="5",f="6",device="sda"} -1`), `{a="1",b="2",c="3",d="4",…} = -1`},
 		{"long label value clipped", replace(`{device="loop0"} 0`, `{device="`+strings.Repeat("x", 5000)+`"} -1`), `"xxxxxxxx`},
 	}
 	for _, tc := range cases {
