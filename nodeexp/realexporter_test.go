@@ -18,10 +18,10 @@ import (
 	"time"
 )
 
-// RecommendedFlags are the node_exporter flags docs/node-exporter.md
+// recommendedFlags are the node_exporter flags docs/node-exporter.md
 // recommends for a server polled by lvs-monitor: only the collectors the
 // loads come from, and none of the exporter's own Go metrics.
-var RecommendedFlags = []string{
+var recommendedFlags = []string{
 	"--collector.disable-defaults",
 	"--collector.cpu", "--collector.meminfo", "--collector.stat",
 	"--collector.diskstats", "--collector.filesystem",
@@ -143,7 +143,7 @@ func TestRealNodeExporterSeesCPUHog(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts node_exporter and burns every CPU for a few seconds")
 	}
-	url, _ := startExporter(t, RecommendedFlags...)
+	url, _ := startExporter(t, recommendedFlags...)
 	c := NewClient()
 	var base Snapshot
 	var lastBusy, lastIdle float64
@@ -245,7 +245,7 @@ func TestMeasureScrapeCost(t *testing.T) {
 	}
 	const n = 1000 // ticks are 10 ms: lvs-agent needs this many to count a few
 	def, defProc := startExporter(t)
-	rec, recProc := startExporter(t, RecommendedFlags...)
+	rec, recProc := startExporter(t, recommendedFlags...)
 	dir := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", dir, "../cmd/lvs-agent").CombinedOutput(); err != nil {
 		t.Fatalf("build lvs-agent: %v\n%s", err, out)
