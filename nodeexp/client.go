@@ -28,11 +28,14 @@ type Client struct {
 // opens a fresh connection per scrape and keeps none between intervals,
 // and asks for no compression: the size bound applies to the bytes
 // parsed, and a scrape of ~20 KB every few seconds gains nothing from
-// gzip but the exporter's CPU time. Each scrape is bounded by the timeout
+// gzip but the exporter's CPU time. It follows no redirect. Each scrape is bounded by the timeout
 // the caller passes; the client has none of its own.
 func NewClient() *Client {
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true, DisableCompression: true}
-	return &Client{http: &http.Client{Transport: tr}, now: time.Now}
+	// node_exporter never redirects /metrics: a redirect is answered as
+	// its status, not followed to wherever it points.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client{http: &http.Client{Transport: tr, CheckRedirect: noRedirect}, now: time.Now}
 }
 
 // TargetURL checks a server's node_exporter URL, or builds the default

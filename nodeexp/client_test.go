@@ -97,6 +97,9 @@ func TestScrapeRefuses(t *testing.T) {
 			_, _ = w.Write([]byte(minimal))
 		}, "want text/plain"},
 		{"huge", huge, "larger than 1048576 bytes"},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://192.0.2.1:9100/metrics", http.StatusFound)
+		}, "status 302"},
 		{"broken", textReply("node_cpu_seconds_total{"), "parse exposition"},
 	}
 	for _, tc := range cases {
