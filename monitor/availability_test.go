@@ -243,7 +243,7 @@ func TestOneTimeoutIsNotDown(t *testing.T) {
 			t.Fatalf("cycle %d (timeout %v, refused %v): B at %d, want %d\n%s", i+1, step.slow, step.refused, got, step.want, logs.String())
 		}
 	}
-	if !strings.Contains(logs.String(), `reason="reachable again: weight 13 restored (slow start from 1)"`) {
+	if !strings.Contains(logs.String(), `reason="reachable again: weight 1 written, slow start up to 13"`) {
 		t.Errorf("the restore does not say the weight:\n%s", logs.String())
 	}
 }

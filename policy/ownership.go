@@ -262,9 +262,11 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 		up.State, up.Written, up.RestoreWeight, up.Counter = Managed, to, 0, 0
 		st.Ctrl = float64(full)
 		d.Write, d.To, d.Record, d.RecordChanged = true, to, up, true
-		d.Reason = fmt.Sprintf("reachable again: weight %d restored (slow start from %d)", full, to)
+		// Name the weight written: under slow start it is the ramp's first
+		// step, not the weight the server returns to.
+		d.Reason = fmt.Sprintf("reachable again: weight %d written, slow start up to %d", to, full)
 		if to == full {
-			d.Reason = fmt.Sprintf("reachable again: weight %d restored", full)
+			d.Reason = fmt.Sprintf("reachable again: weight %d written (its weight before it went down)", full)
 		}
 		d.OnWrite.StartRamp = true
 		return true
