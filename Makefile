@@ -9,14 +9,15 @@ all: build
 help:
 	@echo "make build        build every command (lvs-monitor, lvs-agent, lvsctl, …) into ./bin"
 	@echo "make test         gofmt, go vet, go mod tidy -diff, staticcheck, then go test -race ./... (what CI runs)"
-	@echo "make demo         30 s live demo: three agents, one hogged, weights fall and recover"
+	@echo "make demo         30 s live demo (about a minute with a first build): three agents, one hogged, weights fall and recover"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, about 4 min)"
 	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
 	@echo "make fuzz         run each fuzz target for FUZZTIME (default 20s)"
 	@echo "make loadtest     2,000 real agents on loopback, polled every 2 s for 5 minutes"
 	@echo "make install      install binaries, units, example config (PREFIX, DESTDIR)"
-	@echo "make deb          build a .deb with nfpm"
+	@echo "make deb          build bin/lvs-monitor_*.deb (director) and bin/lvs-agent_*.deb (real server) with nfpm"
+	@echo "make man          render the manual pages docs/man/*.[58] from their sources docs/man/*.md"
 	@echo "make systemd-check  systemd-analyze verify and security exposure of both units"
 
 build:
@@ -28,7 +29,7 @@ vet:
 	$(GO) vet ./...
 
 # gofmt, go vet and staticcheck must all be clean.
-lint: vet
+lint: vet man-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) run $(STATICCHECK) ./...
@@ -94,28 +95,56 @@ bench-balance:
 	$(GO) run ./cmd/lvs-sim $(BENCH_FLAGS) sim/scenarios/*.toml
 
 # ---- install, package, systemd units (docs/operator-guide.md) ----------
-# make install [PREFIX=/usr/local] [DESTDIR=]: binaries, systemd units (their
-# paths rewritten to BINDIR), the example configuration and the flag files
-# of /etc/default (never over existing ones) and the docs. make deb: bin/lvs-feedback_$(VERSION)_amd64.deb
-# with nfpm. make systemd-check: systemd-analyze verify and security.
+# make install [PREFIX=/usr/local] [DESTDIR=]: both roles at once —
+# binaries, systemd units (their paths rewritten to BINDIR and DOCDIR), the
+# example configuration and the flag files of /etc/default (never over
+# existing ones), the manual pages, the modules-load file that loads ip_vs,
+# the docs and the licence. make deb: bin/lvs-monitor_$(VERSION)_amd64.deb
+# (director) and bin/lvs-agent_$(VERSION)_amd64.deb (real server) with nfpm;
+# VERSION is packaging/changelog's top entry. make systemd-check:
+# systemd-analyze verify and security.
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 DOCDIR ?= $(PREFIX)/share/doc/lvs-feedback
-VERSION ?= 0.1.0
+VERSION ?= $(shell awk 'NR == 1 { gsub(/[()]/, "", $$2); print $$2 }' packaging/changelog)
+MANDIR ?= $(PREFIX)/share/man
+MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
 INSTALL_CMDS := lvs-monitor lvs-agent lvsctl
 
-.PHONY: install deb systemd-check
+.PHONY: install deb systemd-check man man-check
+
+# Manual pages: each docs/man/PAGE.md is the one source of docs/man/PAGE
+# (lvs-monitor.8, lvs-agent.8, lvsctl.8, lvs-monitor.toml.5), rendered to
+# roff by go-md2man (github.com/cpuguy83/go-md2man, run through the Go
+# module proxy at a pinned version). The roff is committed so that
+# packaging needs no renderer; man-check (part of lint) fails when it is
+# not what the source renders to. docs/man/man_test.go checks the pages
+# against each binary's -h and the example configuration.
+MD2MAN := github.com/cpuguy83/go-md2man/v2@v2.0.7
+MAN_SOURCES := $(wildcard docs/man/*.md)
+
+man:
+	@for md in $(MAN_SOURCES); do GOFLAGS= $(GO) run $(MD2MAN) -in $$md -out $${md%.md} || exit 1; done
+
+man-check:
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; status=0; \
+	for md in $(MAN_SOURCES); do \
+		page=$${md%.md}; GOFLAGS= $(GO) run $(MD2MAN) -in $$md -out $$tmp/out || exit 1; \
+		cmp -s $$tmp/out $$page || { echo "$$page is not what $$md renders to: run make man"; status=1; }; \
+	done; exit $$status
 
 install:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(INSTALL_CMDS))
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/lvs-monitor $(DESTDIR)$(DOCDIR)/examples
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/lvs-monitor $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(DOCDIR)/results $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MODULESLOADDIR)
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(BINDIR)/
 	for u in lvs-monitor lvs-agent; do \
 		sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/etc/lvs-monitor/|$(SYSCONFDIR)/lvs-monitor/|g' \
-			-e 's|/etc/default/|$(SYSCONFDIR)/default/|g' -e 's|/usr/share/doc/lvs-feedback/|$(DOCDIR)/|g' \
+			-e 's|/etc/default/|$(SYSCONFDIR)/default/|g' -e 's|/usr/lib/modules-load.d/|$(MODULESLOADDIR)/|g' \
+			-e 's|file:///usr/share/doc/lvs-[a-z]*/\([a-z-]*\.md\)\.gz|file://$(DOCDIR)/\1|g' \
 			systemd/$$u.service > $(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \
 	done
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml ]; then \
@@ -126,7 +155,11 @@ install:
 	@for f in lvs-monitor lvs-agent; do \
 		[ -e $(DESTDIR)$(SYSCONFDIR)/default/$$f ] || install -D -m 0644 packaging/default/$$f $(DESTDIR)$(SYSCONFDIR)/default/$$f; \
 	done
-	install -m 0644 README.md docs/*.md docs/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md LICENSE docs/*.md docs/grafana-dashboard.json $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/results/*.svg $(DESTDIR)$(DOCDIR)/results/
+	install -m 0644 docs/man/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 docs/man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 packaging/modules-load.d/lvs-monitor.conf $(DESTDIR)$(MODULESLOADDIR)/
 	install -m 0644 docs/examples/lvs-monitor.toml docs/examples/lvs-monitor.rules.yml $(DESTDIR)$(DOCDIR)/examples/
 	@echo "installed under $(DESTDIR)$(PREFIX); then: systemctl daemon-reload; systemctl enable --now lvs-monitor (directors) or lvs-agent (real servers)"
 
