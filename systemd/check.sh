@@ -30,6 +30,12 @@ CGO_ENABLED=0 "$GO" build -o "$root/usr/bin/" ./cmd/lvs-monitor ./cmd/lvs-agent
 cp /bin/kill "$root/bin/kill" # ExecReload names it; procps ships it
 cp systemd/lvs-monitor.service systemd/lvs-agent.service "$root/etc/systemd/system/"
 
+# verify runs man(1) for the units' Documentation=man: pages: point it
+# at the pages this tree ships (docs/man).
+mkdir -p "$root/man/man8"
+cp docs/man/lvs-monitor.8 docs/man/lvs-agent.8 "$root/man/man8/"
+export MANPATH="$root/man"
+
 status=0
 out=$(systemd-analyze verify --root="$root" lvs-monitor.service lvs-agent.service 2>&1) || status=1
 if [ -n "$out" ] || [ $status != 0 ]; then

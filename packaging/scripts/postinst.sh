@@ -1,12 +1,15 @@
 #!/bin/sh
-# lvs-feedback postinst: make systemd see the units; restart the ones
-# running on an upgrade. Nothing is enabled on install: lvs-monitor runs on
-# directors, lvs-agent on real servers, and only you know which this is.
+# lvs-monitor and lvs-agent postinst (dpkg names the package being
+# configured in DPKG_MAINTSCRIPT_PACKAGE; its unit has the same name): make
+# systemd see the unit; restart it on an upgrade if it was running. Nothing
+# is enabled on install: enable lvs-monitor on directors and lvs-agent on
+# real servers yourself.
 set -e
+unit="${DPKG_MAINTSCRIPT_PACKAGE:?not run by dpkg}.service"
 if [ "$1" = "configure" ] && [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
 	if [ -n "$2" ]; then
-		systemctl try-restart lvs-monitor.service lvs-agent.service >/dev/null 2>&1 || true
+		systemctl try-restart "$unit" >/dev/null 2>&1 || true
 	fi
 fi
 exit 0
