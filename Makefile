@@ -9,7 +9,7 @@ all: build
 help:
 	@echo "make build        build every command (lvs-monitor, lvs-agent, lvsctl, …) into ./bin"
 	@echo "make test         gofmt, go vet, go mod tidy -diff, staticcheck, then go test -race ./... (what CI runs)"
-	@echo "make demo         30 s live demo (about a minute with a first build): three agents, one hogged, weights fall and recover"
+	@echo "make demo         30 s live demo after the build (a first build adds a minute or more): one of three servers hogged, its weight falls and recovers"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, about 4 min)"
 	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
@@ -37,7 +37,8 @@ lint: vet man-check
 test: lint
 	$(GO) test -race -count=1 ./...
 
-# 30 s on any Linux machine, no IPVS or root needed: three local servers,
+# 30 s (after the build; a first build adds a minute or more) on any Linux
+# machine, no IPVS or root needed: three local servers,
 # three real lvs-agents, the real monitor on an in-memory IPVS table, real
 # traffic; server 2 is hogged and its weight falls and recovers. Exit 0 when
 # it did. See docs/demo.md.

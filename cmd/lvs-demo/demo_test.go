@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -300,5 +301,32 @@ func TestJudge(t *testing.T) {
 	tooShort := []cycleRecord{rec(0, 30, 30, 30), rec(2, 30, 4, 30)}
 	if v := judge(tooShort, s, 3*s, s); v.Pass || v.Problem == "" {
 		t.Errorf("run ending during the hog judged: %+v", v)
+	}
+}
+
+// The column of what drives the weight shows the decision's own figure:
+// the capacity factor under the capacity controller (the load, which it
+// does not use, is not shown), the load under the "lvs" formula.
+func TestDriverColumn(t *testing.T) {
+	capacity := &printer{}
+	lvs := &printer{lvs: true}
+	for _, c := range []struct {
+		p    *printer
+		tr   policy.Trace
+		want string
+	}{
+		{capacity, policy.Trace{Load: 1.7, Capacity: &policy.CapacityStep{Factor: 0.1}}, "0.10"},
+		{capacity, policy.Trace{Load: 1.7, Capacity: &policy.CapacityStep{Factor: 1}}, "1.00"},
+		{capacity, policy.Trace{Load: 0.3, Capacity: &policy.CapacityStep{Factor: math.NaN()}}, "-"},
+		{capacity, policy.Trace{Load: 0.3}, "-"},
+		{lvs, policy.Trace{Load: 0.84, Capacity: &policy.CapacityStep{Factor: 0.5}}, "0.84"},
+		{lvs, policy.Trace{Load: math.NaN()}, "-"},
+	} {
+		if got := c.p.driver(c.tr); got != c.want {
+			t.Errorf("lvs=%v driver(load %v, capacity %+v) = %q, want %q", c.p.lvs, c.tr.Load, c.tr.Capacity, got, c.want)
+		}
+	}
+	if capacity.driverName() != "cap" || lvs.driverName() != "load" {
+		t.Errorf("headings %q and %q, want cap and load", capacity.driverName(), lvs.driverName())
 	}
 }

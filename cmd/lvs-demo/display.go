@@ -25,6 +25,11 @@ type printer struct {
 	servers []*server
 	o       options
 
+	// lvs: the "lvs" controller decides, so the column of what drives
+	// the weight is the aggregate load; otherwise it is the capacity
+	// controller's factor. Set by preamble.
+	lvs bool
+
 	rows        int
 	prevStart   time.Time
 	prevFailed  map[netip.AddrPort]int64
@@ -45,6 +50,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 	}
 	c, wp := cfg.Coefficients, cfg.Weight
 	svc := cfg.Services[0]
+	p.lvs = wp.Controller == policy.ControllerLVS
 	fmt.Fprintf(p.w, "lvs-demo: the dynamic-feedback loop on one machine\n")
 	fmt.Fprintf(p.w, "  table    %s\n", table)
 	fmt.Fprintf(p.w, "           virtual service %s (a label only), scheduler wrr, default weight %d\n", demoService, defaultWeight)
@@ -65,13 +71,19 @@ func (p *printer) preamble(cfg monitor.Config) {
 		fmt.Fprintf(p.w, "  monitor  every %v, capacity controller: capacity = connections served ÷ CPU busy over the interval;\n", cfg.Interval)
 		fmt.Fprintf(p.w, "           a server keeps weight %d unless its capacity per unit of weight is more than %.0f%% off the\n", defaultWeight, wp.Anchor*100)
 		fmt.Fprintf(p.w, "           others' (then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, policy.MinCapacityBusy*100)
-		fmt.Fprintf(p.w, "           load (shown only) = %s, RESPONSE = HTTP GET / time ÷ %v\n", formula(c), svc.Probe.Reference)
 	}
 	fmt.Fprintf(p.w, "  plan     at %v server %d burns all %d CPUs for %v (POST /hog); the run ends at %v\n",
 		p.o.HogAt, hogServer, runtime.NumCPU(), p.o.HogFor, p.o.Duration)
-	fmt.Fprintf(p.w, "  columns  w = weight in the table (* while hogged), load = aggregate load, cpu = the agent's CPU for\n")
-	fmt.Fprintf(p.w, "           that server's process (share of all CPUs), rtt = the monitor's HTTP probe, conn/s = new\n")
-	fmt.Fprintf(p.w, "           connections per second, share = of the service's new connections\n\n")
+	fmt.Fprintf(p.w, "  columns  w = weight in the table (* while hogged), ")
+	if p.lvs {
+		fmt.Fprintf(p.w, "load = aggregate load (what the formula steers),\n")
+	} else {
+		fmt.Fprintf(p.w, "cap = what the controller weighs: the server's capacity per\n")
+		fmt.Fprintf(p.w, "           unit of weight ÷ the service's median (1.00 under %.0f%% CPU: capacity to spare; - = no decision,\n", policy.MinCapacityBusy*50)
+		fmt.Fprintf(p.w, "           weight kept), ")
+	}
+	fmt.Fprintf(p.w, "cpu = the agent's CPU for that server's process (share of all CPUs), rtt = the\n")
+	fmt.Fprintf(p.w, "           monitor's HTTP probe, conn/s = new connections per second, share = of the service's new connections\n\n")
 }
 
 // formula spells out the aggregate load with the non-zero coefficients.
@@ -88,8 +100,9 @@ func formula(c policy.Coefficients) string {
 	return strings.Join(parts, " + ")
 }
 
-// blockFormat lays out one server's columns: weight and hog mark, load,
-// cpu, rtt, conn/s, share. blockWidth is its width.
+// blockFormat lays out one server's columns: weight and hog mark, what
+// drives the weight (cap or load), cpu, rtt, conn/s, share. blockWidth is
+// its width.
 const (
 	blockFormat = " %4s%1s %5s %4s %5s %6s %5s"
 	blockWidth  = 36
@@ -101,7 +114,7 @@ func (p *printer) header() {
 	sub.WriteString("   time ")
 	for _, s := range p.servers {
 		fmt.Fprintf(&top, "|%-*s", blockWidth, center(fmt.Sprintf("s%d %s", s.n, s.addr), blockWidth))
-		fmt.Fprintf(&sub, "|"+blockFormat, "w", "", "load", "cpu", "rtt", "conn/s", "share")
+		fmt.Fprintf(&sub, "|"+blockFormat, "w", "", p.driverName(), "cpu", "rtt", "conn/s", "share")
 	}
 	top.WriteString("|\n")
 	sub.WriteString("| events\n")
@@ -189,10 +202,7 @@ func (p *printer) block(d *monitor.DestStatus, hogged bool, elapsed time.Duratio
 	if hogged {
 		mark = "*"
 	}
-	load := "-"
-	if l := d.Decision.Trace.Load; !math.IsNaN(l) {
-		load = fmt.Sprintf("%.2f", l)
-	}
+	driver := p.driver(d.Decision.Trace)
 	cpu := "-"
 	if d.AgentErr == nil && !d.Report.Time.IsZero() {
 		cpu = fmt.Sprintf("%.2f", d.Report.CPU)
@@ -208,7 +218,35 @@ func (p *printer) block(d *monitor.DestStatus, hogged bool, elapsed time.Duratio
 			share = fmt.Sprintf("%.0f%%", 100*float64(d.NewConns)/float64(total))
 		}
 	}
-	return fmt.Sprintf(blockFormat, fmt.Sprint(d.KernelWeight), mark, load, cpu, rtt, rate, share)
+	return fmt.Sprintf(blockFormat, fmt.Sprint(d.KernelWeight), mark, driver, cpu, rtt, rate, share)
+}
+
+// driverName is the heading of the column of what drives the weight.
+func (p *printer) driverName() string {
+	if p.lvs {
+		return "load"
+	}
+	return "cap"
+}
+
+// driver is what drove this cycle's weight, as the decision recorded it:
+// under the "lvs" formula the aggregate load; under the capacity
+// controller its factor (capacity per unit of default weight ÷ the
+// service's median: 1 within the anchor keeps the configured weight, 0.10
+// gives a tenth of it). "-" when the decision has none: no estimate yet,
+// or lightly loaded without being clearly idle (the weight is kept).
+func (p *printer) driver(tr policy.Trace) string {
+	v := math.NaN()
+	switch {
+	case p.lvs:
+		v = tr.Load
+	case tr.Capacity != nil:
+		v = tr.Capacity.Factor
+	}
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // fmtRTT prints a probe time in at most 5 characters: milliseconds, to
