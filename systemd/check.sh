@@ -31,7 +31,15 @@ cp /bin/kill "$root/bin/kill" # ExecReload names it; procps ships it
 cp systemd/lvs-monitor.service systemd/lvs-agent.service "$root/etc/systemd/system/"
 
 # verify runs man(1) for the units' Documentation=man: pages: point it
-# at the pages this tree ships (docs/man).
+# at the pages this tree ships (docs/man). man-db provides man.
+if ! command -v man >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		apt-get install -y --no-install-recommends man-db >/dev/null
+	else
+		echo "systemd-check: man is missing (apt-get install man-db)" >&2
+		exit 1
+	fi
+fi
 mkdir -p "$root/man/man8"
 cp docs/man/lvs-monitor.8 docs/man/lvs-agent.8 "$root/man/man8/"
 export MANPATH="$root/man"
