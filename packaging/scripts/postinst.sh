@@ -9,7 +9,9 @@ unit="${DPKG_MAINTSCRIPT_PACKAGE:?not run by dpkg}.service"
 if [ "$1" = "configure" ] && [ -d /run/systemd/system ]; then
 	systemctl daemon-reload >/dev/null 2>&1 || true
 	if [ -n "$2" ]; then
-		systemctl try-restart "$unit" >/dev/null 2>&1 || true
+		# deb-systemd-invoke (init-system-helpers, essential) honours
+		# policy-rc.d, so a chroot or image build restarts nothing.
+		deb-systemd-invoke try-restart "$unit" >/dev/null 2>&1 || true
 	fi
 fi
 exit 0

@@ -6,8 +6,10 @@ set -e
 unit="${DPKG_MAINTSCRIPT_PACKAGE:?not run by dpkg}.service"
 if [ "$1" = "remove" ]; then
 	if [ -d /run/systemd/system ]; then
-		systemctl stop "$unit" >/dev/null 2>&1 || true
+		deb-systemd-invoke stop "$unit" >/dev/null 2>&1 || true
 	fi
-	systemctl disable --quiet "$unit" >/dev/null 2>&1 || true
+	# Removes the enablement links the unit's [Install] section made,
+	# with or without a running systemd.
+	deb-systemd-helper disable "$unit" >/dev/null 2>&1 || true
 fi
 exit 0
