@@ -59,7 +59,7 @@ done
 # plots, which results.md links to as images.
 cp docs/examples/lvs-monitor.toml "$STAGE/doc/lvs-monitor/examples/"
 cp docs/results/*.svg "$STAGE/doc/lvs-monitor/results/"
-for f in agent.md operator-guide.md; do
+for f in agent.md haproxy.md operator-guide.md; do
 	gzip -9n <"docs/$f" >"$STAGE/doc/lvs-agent/$f.gz"
 done
 find "$STAGE/doc" -type d -exec chmod 0755 {} +

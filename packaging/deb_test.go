@@ -172,6 +172,23 @@ func TestDebs(t *testing.T) {
 		})
 	}
 
+	// And the other way: every module the copyright file names is
+	// compiled into one of the binaries (none left from a dependency
+	// since dropped).
+	t.Run("copyright modules", func(t *testing.T) {
+		compiled := map[string]bool{}
+		for _, d := range []*deb{monitor, agent} {
+			for _, m := range compiledModules(t, d) {
+				compiled[m] = true
+			}
+		}
+		for _, m := range regexp.MustCompile(`(?m)^Files: (\S+\.\S+/\S+)$`).FindAllStringSubmatch(readFile(t, "copyright"), -1) {
+			if !compiled[m[1]] {
+				t.Errorf("the copyright file names %s, which no packaged binary compiles in", m[1])
+			}
+		}
+	})
+
 	t.Run("lvs-monitor contents", func(t *testing.T) {
 		want := []string{
 			"/usr/bin/lvs-monitor", "/usr/bin/lvsctl",
@@ -220,6 +237,7 @@ func TestDebs(t *testing.T) {
 		for _, f := range []string{
 			"/usr/bin/lvs-agent", "/lib/systemd/system/lvs-agent.service", "/etc/default/lvs-agent",
 			"/usr/share/man/man8/lvs-agent.8.gz", "/usr/share/doc/lvs-agent/agent.md.gz",
+			"/usr/share/doc/lvs-agent/haproxy.md.gz",
 			"/usr/share/doc/lvs-agent/operator-guide.md.gz",
 		} {
 			if !agent.has(f) {
@@ -265,23 +283,33 @@ func checkConffiles(t *testing.T, d *deb, want ...string) {
 	}
 }
 
-// checkBinaryLicences: every Go module compiled into a packaged binary
-// has a Files paragraph in the copyright file.
-func checkBinaryLicences(t *testing.T, d *deb) {
+// compiledModules lists the Go modules compiled into the package's
+// binaries (go version -m).
+func compiledModules(t *testing.T, d *deb) []string {
 	t.Helper()
-	copyright := string(d.read(t, "/usr/share/doc/"+d.fields["Package"]+"/copyright"))
+	var mods []string
 	for _, f := range d.files {
 		if !strings.HasPrefix(f, "/usr/bin/") {
 			continue
 		}
 		out := run(t, "", nil, "go", "version", "-m", filepath.Join(d.root, f))
 		for line := range strings.SplitSeq(string(out), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) >= 2 && fields[0] == "dep" {
-				if !strings.Contains(copyright, "\nFiles: "+fields[1]+"\n") {
-					t.Errorf("%s: %s is compiled into %s but has no Files paragraph in the copyright file", d.name, fields[1], f)
-				}
+			if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "dep" {
+				mods = append(mods, fields[1])
 			}
+		}
+	}
+	return mods
+}
+
+// checkBinaryLicences: every Go module compiled into a packaged binary
+// has a Files paragraph in the copyright file.
+func checkBinaryLicences(t *testing.T, d *deb) {
+	t.Helper()
+	copyright := string(d.read(t, "/usr/share/doc/"+d.fields["Package"]+"/copyright"))
+	for _, m := range compiledModules(t, d) {
+		if !strings.Contains(copyright, "\nFiles: "+m+"\n") {
+			t.Errorf("%s: %s is compiled into a binary but has no Files paragraph in the copyright file", d.name, m)
 		}
 	}
 }

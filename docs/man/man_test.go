@@ -17,18 +17,39 @@ import (
 	"testing"
 )
 
-// helpFlag matches a flag in -h output: -name or --name after a space, a
-// bracket or the start of a line.
-var helpFlag = regexp.MustCompile(`(?:^|[\s\[])(--?[a-z][a-z0-9-]*)`)
+// flagName is a flag as usage text writes it: -name or --name.
+const flagName = `(--?[a-z][a-z0-9-]*)`
 
-// helpFlags returns the flags named in a -h output.
-func helpFlags(help string) []string {
+var (
+	// A flag the flag package lists, at the start of an indented line.
+	listedFlag = regexp.MustCompile(`^\s*` + flagName)
+	// A flag in a synopsis: [-name …].
+	bracketFlag = regexp.MustCompile(`\[` + flagName)
+)
+
+// helpFlags returns the flags a binary's -h output names: listed by the
+// flag package, in brackets in a synopsis, or right after the program's
+// name ("lvsctl -version"). Flags in prose (ipvsadm's, in an example) are
+// not the program's.
+func helpFlags(program, help string) []string {
+	afterName := regexp.MustCompile(`(?:^|\s)` + regexp.QuoteMeta(program) + `\s+` + flagName)
 	seen := map[string]bool{}
 	var flags []string
-	for _, m := range helpFlag.FindAllStringSubmatch(help, -1) {
-		if f := m[1]; !seen[f] {
+	add := func(f string) {
+		if !seen[f] {
 			seen[f] = true
 			flags = append(flags, f)
+		}
+	}
+	for line := range strings.SplitSeq(help, "\n") {
+		if m := listedFlag.FindStringSubmatch(line); m != nil {
+			add(m[1])
+		}
+		for _, m := range bracketFlag.FindAllStringSubmatch(line, -1) {
+			add(m[1])
+		}
+		for _, m := range afterName.FindAllStringSubmatch(line, -1) {
+			add(m[1])
 		}
 	}
 	return flags
@@ -81,7 +102,7 @@ func TestHelpFlagsAreDocumented(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			flags := helpFlags(help)
+			flags := helpFlags(c.binary, help)
 			if len(flags) < 3 {
 				t.Fatalf("%s -h: found only %v; the usage format changed?\n%s", c.binary, flags, help)
 			}
@@ -153,6 +174,7 @@ func TestExampleKeysAreDocumented(t *testing.T) {
 
 func TestHelpParsing(t *testing.T) {
 	help := `usage: lvsctl [-socket PATH] COMMAND
+       lvsctl -version
 
 commands:
   status [-o table|json]                      every service
@@ -160,11 +182,11 @@ commands:
                                               --wait shows connections
   check-config FILE                           a file (found next to lvs-monitor)
 
-SERVICE is VIP:PORT/PROTO or fwmark:N.
+SERVICE is VIP:PORT/PROTO or fwmark:N; with -dry-run, ipvsadm -S -n output.
   -listen address
     	where (default ":9771")
 `
-	if got, want := strings.Join(helpFlags(help), " "), "-socket -o --wait --timeout -listen"; got != want {
+	if got, want := strings.Join(helpFlags("lvsctl", help), " "), "-socket -version -o --wait --timeout -listen"; got != want {
 		t.Errorf("helpFlags: %q, want %q", got, want)
 	}
 	if got, want := strings.Join(helpCommands(help), " "), "status drain check-config"; got != want {
