@@ -55,9 +55,9 @@ done
 for f in docs/*.md docs/grafana-dashboard.json; do
 	gzip -9n <"$f" >"$STAGE/doc/lvs-monitor/$(basename "$f").gz"
 done
-# The example stays plain (cp it to start a configuration); so do the
-# plots, which results.md links to as images.
-cp docs/examples/lvs-monitor.toml "$STAGE/doc/lvs-monitor/examples/"
+# The examples stay plain (cp them to start a configuration or the
+# alerting rules); so do the plots, which results.md links to as images.
+cp docs/examples/lvs-monitor.toml docs/examples/lvs-monitor.rules.yml "$STAGE/doc/lvs-monitor/examples/"
 cp docs/results/*.svg "$STAGE/doc/lvs-monitor/results/"
 for f in agent.md haproxy.md operator-guide.md; do
 	gzip -9n <"docs/$f" >"$STAGE/doc/lvs-agent/$f.gz"

@@ -199,6 +199,7 @@ func TestDebs(t *testing.T) {
 			"/usr/share/man/man5/lvs-monitor.toml.5.gz",
 			"/usr/share/doc/lvs-monitor/README.md.gz",
 			"/usr/share/doc/lvs-monitor/examples/lvs-monitor.toml",
+			"/usr/share/doc/lvs-monitor/examples/lvs-monitor.rules.yml",
 			"/usr/share/doc/lvs-monitor/grafana-dashboard.json.gz",
 		}
 		mds, _ := filepath.Glob("../docs/*.md")
