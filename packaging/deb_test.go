@@ -169,6 +169,16 @@ func TestDebs(t *testing.T) {
 			}
 			checkBinaryLicences(t, d)
 			checkUnits(t, d)
+			// Each binary reports the package's version (deb.sh links it in).
+			for _, f := range d.files {
+				if !strings.HasPrefix(f, "/usr/bin/") {
+					continue
+				}
+				out := string(run(t, "", nil, filepath.Join(d.root, f), "-version"))
+				if want := filepath.Base(f) + " " + version + " "; !strings.HasPrefix(out, want) {
+					t.Errorf("%s -version: %q, want it to start with %q", f, out, want)
+				}
+			}
 		})
 	}
 
