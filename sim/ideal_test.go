@@ -41,3 +41,54 @@ func TestIdealIntegerWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestIdealMatchesCapacityWeights: on capacities 1, 2, 4, 8, 16 the old
+// 0–100 grid wrote 6, 13, 25, 50, 100 and the "ideal" lost to static
+// capacity weights under wrr; the exact ideal writes the proportions of
+// the configured weights (10, 20, 40, 80, 160), which wrr interleaves
+// identically, so with nothing happening both runs serve the same
+// requests the same way.
+func TestIdealMatchesCapacityWeights(t *testing.T) {
+	sc, err := ParseScenario("powers", []byte(`
+duration = "120s"
+warmup = "20s"
+[workload]
+utilisation = 0.7
+mean_demand = "20ms"
+[[server]]
+name = "a"
+speed = 1
+cores = 1
+[[server]]
+name = "b"
+speed = 1
+cores = 2
+[[server]]
+name = "c"
+speed = 1
+cores = 4
+[[server]]
+name = "d"
+speed = 1
+cores = 8
+[[server]]
+name = "e"
+speed = 1
+cores = 16
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nominal, err := RunOne(sc, 1, "wrr", PolicySpec{Name: PolNominal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ideal, err := RunOne(sc, 1, "wrr", PolicySpec{Name: PolIdeal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ideal.P99 != nominal.P99 || ideal.Mean != nominal.Mean {
+		t.Errorf("ideal p99 %.4fs mean %.4fs, static capacity weights p99 %.4fs mean %.4fs: want equal",
+			ideal.P99, ideal.Mean, nominal.P99, nominal.Mean)
+	}
+}
