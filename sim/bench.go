@@ -152,6 +152,11 @@ func (b *Bench) Run() ([]Result, error) {
 			return nil, err
 		}
 	}
+	scs := make([]*Scenario, len(jobs))
+	for i, j := range jobs {
+		scs[i] = j.sc
+	}
+	pairRecovery(out, scs)
 	return out, nil
 }
 
@@ -172,9 +177,12 @@ type Row struct {
 	Writes, SteadyWrites Stat
 	Osc, Flips           Stat
 	Failed               Stat // share of requests
-	// Settle and Reach per event: the worst (largest) over seeds; NaN
-	// where the event changes no capacity.
-	Settle, Reach []float64
+	// Settle, Reach and Recovery per event: the worst (largest) over
+	// seeds; NaN where the event changes no capacity.
+	Settle, Reach, Recovery []float64
+	// Recoveries holds every seed's recovery time of every capacity
+	// event (for medians).
+	Recoveries []float64
 }
 
 // Stat is a mean over seeds and its spread.
@@ -269,6 +277,18 @@ func Summarise(results []Result, scenarios []*Scenario, policies []PolicySpec, s
 				})
 				row.Settle = worstPerEvent(rs, len(sc.Events), func(r Result) []float64 { return r.Settle })
 				row.Reach = worstPerEvent(rs, len(sc.Events), func(r Result) []float64 { return r.Reach })
+				if !row.Reference {
+					row.Recovery = worstPerEvent(rs, len(sc.Events), func(r Result) []float64 { return r.Recovery })
+					for _, r := range rs {
+						for _, v := range r.Recovery {
+							if !math.IsNaN(v) {
+								row.Recoveries = append(row.Recoveries, v)
+							}
+						}
+					}
+				} else {
+					row.Recovery = nanPerEvent(len(sc.Events))
+				}
 				rows = append(rows, row)
 			}
 		}
@@ -283,7 +303,10 @@ func worstPerEvent(rs []Result, n int, of func(Result) []float64) []float64 {
 	vs := make([]float64, len(rs))
 	for i := range out {
 		for j, r := range rs {
-			vs[j] = of(r)[i]
+			vs[j] = math.NaN()
+			if v := of(r); i < len(v) {
+				vs[j] = v[i]
+			}
 		}
 		out[i] = worstOf(vs)
 	}

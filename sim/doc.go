@@ -17,10 +17,13 @@
 //   - The yardsticks the monitor is compared with: static weights, the
 //     ideal-weights counterfactual, the PS-greedy oracle and the pooled
 //     server (policy.go).
-//   - The scoring: response-time percentiles against the ideal weights,
-//     utilisation, hot windows, weight writes, oscillation, reach and
-//     settle times after each event, and the tables, CSV and plots that
-//     report them (metrics.go, bench.go, table.go, plot.go).
+//   - The scoring: response-time percentiles (failed requests counted)
+//     against the ideal weights (the smallest exact integer weights,
+//     ideal.go), utilisation, hot windows, weight writes, oscillation,
+//     recovery time of the sliding p99 against the ideal run after each
+//     capacity event (recovery.go), reach and settle times, and the
+//     tables, CSV and plots that report them (metrics.go, bench.go,
+//     table.go, plot.go).
 //
 // Every policy of a seed replays the same requests, and a run is a pure
 // function of its scenario, seed, scheduler and policy, whatever the

@@ -13,8 +13,11 @@ type Result struct {
 	Policy    string
 	Seed      uint64
 
-	Requests   int // arriving after the warm-up
-	Failed     int // reached a dead server, or lost when it failed
+	Requests int // arriving after the warm-up
+	Failed   int // reached a dead server, or lost when it failed
+	// Mean is over the requests that completed; the percentiles count a
+	// failed request as slower than any that completed (+Inf), so a
+	// policy that fails more than 1 % of the requests has P99 = +Inf.
 	Mean       float64
 	P50        float64
 	P95        float64
@@ -48,10 +51,24 @@ type Result struct {
 	// Settle: the difference is time spent leaving the band again (noise,
 	// a backlog guard's move).
 	Reach []float64
+	// Recovery is, per event like Settle, the time from the event until
+	// the sliding p99 is back within RecoveryBand of the ideal-weights
+	// counterfactual's and stays there (recoveryTime); NaN for events that
+	// change no capacity. Nil when the run was not paired with an ideal
+	// run of the same scenario, seed and scheduler (Bench.Run pairs them),
+	// and for the references.
+	Recovery []float64
 	// IsKernel is false for the references (no weights).
 	IsKernel bool
 
 	series *series // kept for plots
+	// p99w is the sliding p99 over RecoveryWindow, one value per
+	// RecoveryStep, the n-th for the window ending at (n+1)·RecoveryWindow
+	// … see slidingP99; spans holds per event the stretch [event, next
+	// capacity event) over which convergence is judged (NaN: no capacity
+	// change). Both feed Recovery.
+	p99w  []float64
+	spans [][2]float64
 }
 
 // series holds the time series a plot needs (one run).
@@ -117,27 +134,7 @@ func (r *run) result(keepSeries bool) Result {
 		res.Scheduler = r.schedN
 	}
 
-	// Response times.
-	var rts []float64
-	var sum float64
-	for i, t := range r.st.Arrive {
-		if t < warm {
-			continue
-		}
-		res.Requests++
-		v := r.resp[i]
-		if v < 0 {
-			res.Failed++
-			continue
-		}
-		rts = append(rts, float64(v))
-		sum += float64(v)
-	}
-	slices.Sort(rts)
-	if len(rts) > 0 {
-		res.Mean = sum / float64(len(rts))
-	}
-	res.P50, res.P95, res.P99 = percentile(rts, 0.50), percentile(rts, 0.95), percentile(rts, 0.99)
+	res.Requests, res.Failed, res.Mean, res.P50, res.P95, res.P99 = responseStats(r.st.Arrive, r.resp, warm)
 
 	// Utilisation per server after the warm-up (the pool for "pooled").
 	first := int(math.Ceil(warm / r.sampleDt))
@@ -173,6 +170,8 @@ func (r *run) result(keepSeries bool) Result {
 
 	steady := steadyPeriods(sc)
 	res.Hot = r.hotShare(steady)
+	res.spans = eventSpans(sc, r.idealW)
+	res.p99w = slidingP99(r.st.Arrive, r.resp, RecoveryWindow, RecoveryStep, end)
 
 	if r.pol.Kernel() {
 		r.weightStats(&res, steady)
@@ -293,26 +292,10 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 	warm := sc.Warmup.Seconds()
 	end := sc.Duration.Seconds()
 
-	// Writes per server per minute.
-	var all, inSteady int
-	for _, c := range r.history {
-		if !c.policy || c.t < warm || c.t >= end {
-			continue
-		}
-		all++
-		if inPeriods(steady, c.t) {
-			inSteady++
-		}
-	}
+	res.Writes, res.SteadyWrites = writeRates(r.history, n, warm, end, steady)
 	var steadyLen float64
 	for _, p := range steady {
 		steadyLen += p[1] - p[0]
-	}
-	res.Writes = float64(all) / float64(n) / ((end - warm) / 60)
-	if steadyLen > 0 {
-		res.SteadyWrites = float64(inSteady) / float64(n) / (steadyLen / 60)
-	} else {
-		res.SteadyWrites = math.NaN()
 	}
 
 	// Oscillation: CV of weight shares sampled every interval in steady
@@ -394,16 +377,7 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 		if ideal == nil {
 			continue
 		}
-		te := e.At.Seconds()
-		// Settling is judged until the next event that changes capacity
-		// happens at a later time (or the end).
-		tEnd := end
-		for j := i + 1; j < len(sc.Events); j++ {
-			if r.idealW[j] != nil && sc.Events[j].At.Seconds() > te {
-				tEnd = sc.Events[j].At.Seconds()
-				break
-			}
-		}
+		te, tEnd := res.spans[i][0], res.spans[i][1]
 		// The ideal after the last event at the same instant.
 		for j := i + 1; j < len(sc.Events) && sc.Events[j].At == e.At; j++ {
 			if r.idealW[j] != nil {
@@ -418,6 +392,97 @@ func (r *run) weightStats(res *Result, steady [][2]float64) {
 // every server's weight share within 10 % (relative) of its ideal share,
 // the benchmark's settling target.
 const SettleTolerance = 0.10
+
+// writeRates is the policy's weight writes per server per minute over the
+// whole run after the warm-up, and over the steady periods only (which
+// leave out steady_after past every event: when events come often, most
+// writes fall outside them).
+func writeRates(h []weightChange, n int, warm, end float64, steady [][2]float64) (all, inSteady float64) {
+	var na, ns int
+	for _, c := range h {
+		if !c.policy || c.t < warm || c.t >= end {
+			continue
+		}
+		na++
+		if inPeriods(steady, c.t) {
+			ns++
+		}
+	}
+	var steadyLen float64
+	for _, p := range steady {
+		steadyLen += p[1] - p[0]
+	}
+	all = float64(na) / float64(n) / ((end - warm) / 60)
+	inSteady = math.NaN()
+	if steadyLen > 0 {
+		inSteady = float64(ns) / float64(n) / (steadyLen / 60)
+	}
+	return all, inSteady
+}
+
+// eventSpans returns, per scenario event, the stretch over which the
+// convergence after it is judged: from the event to the next event that
+// changes capacity at a later time (or the end); NaN for events that
+// change no capacity (idealW[i] nil).
+func eventSpans(sc *Scenario, idealW [][]int) [][2]float64 {
+	end := sc.Duration.Seconds()
+	out := make([][2]float64, len(sc.Events))
+	for i, e := range sc.Events {
+		if idealW[i] == nil {
+			out[i] = [2]float64{math.NaN(), math.NaN()}
+			continue
+		}
+		te := e.At.Seconds()
+		tEnd := end
+		for j := i + 1; j < len(sc.Events); j++ {
+			if idealW[j] != nil && sc.Events[j].At.Seconds() > te {
+				tEnd = sc.Events[j].At.Seconds()
+				break
+			}
+		}
+		out[i] = [2]float64{te, tEnd}
+	}
+	return out
+}
+
+// responseStats summarises the response times of the requests arriving
+// at or after warm: how many, how many failed, the mean of those that
+// completed, and the nearest-rank percentiles with every failed request
+// counted as slower than any completed one (+Inf). Why +Inf and not a
+// timeout value: a failed request is one the client did not get served in
+// any time, whatever its timeout; so p99 is "99 % of the requests were
+// served within", and a policy that fails more than 1 % has no finite p99.
+func responseStats(arrive []float64, resp []float32, warm float64) (requests, failed int, mean, p50, p95, p99 float64) {
+	var rts []float64
+	var sum float64
+	for i, t := range arrive {
+		if t < warm {
+			continue
+		}
+		requests++
+		v := responseTime(resp[i])
+		rts = append(rts, v)
+		if math.IsInf(v, 1) {
+			failed++
+			continue
+		}
+		sum += v
+	}
+	slices.Sort(rts)
+	if done := requests - failed; done > 0 {
+		mean = sum / float64(done)
+	}
+	return requests, failed, mean, percentile(rts, 0.50), percentile(rts, 0.95), percentile(rts, 0.99)
+}
+
+// responseTime is a request's response time in seconds for the
+// percentiles: +Inf when it failed (negative) or never finished (NaN).
+func responseTime(v float32) float64 {
+	if !(v >= 0) {
+		return math.Inf(1)
+	}
+	return float64(v)
+}
 
 func nanPerEvent(n int) []float64 {
 	out := make([]float64, n)
@@ -476,9 +541,7 @@ func (r *run) series() *series {
 		}
 		buf = buf[:0]
 		for i := lo; i < len(r.st.Arrive) && r.st.Arrive[i] < t; i++ {
-			if v := r.resp[i]; v >= 0 {
-				buf = append(buf, float64(v))
-			}
+			buf = append(buf, responseTime(r.resp[i]))
 		}
 		slices.Sort(buf)
 		s.p99 = append(s.p99, percentile(buf, 0.99))

@@ -94,7 +94,8 @@ func (p *panel) py(v float64) float64 {
 	return float64(p.y0+panelH) - f*panelH
 }
 
-// line draws a polyline of (t, v) points, skipping NaN (gaps).
+// line draws a polyline of (t, v) points, skipping NaN and ±Inf (gaps: a
+// sliding p99 is +Inf where more than 1 % of the window's requests failed).
 func (p *panel) line(ts, vs []float64, color string, dashed bool, width float64) {
 	dash := ""
 	if dashed {
@@ -108,7 +109,7 @@ func (p *panel) line(ts, vs []float64, color string, dashed bool, width float64)
 		pts = pts[:0]
 	}
 	for i, v := range vs {
-		if math.IsNaN(v) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
 			flush()
 			continue
 		}
@@ -250,7 +251,7 @@ func p99Range(rs ...*Result) (float64, float64) {
 			continue
 		}
 		for _, v := range r.series.p99 {
-			if !math.IsNaN(v) {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"lvs-feedback/agent"
@@ -77,6 +78,7 @@ type run struct {
 	writes   []int     // policy weight writes per server
 	history  []weightChange
 	initW    []int       // weights at the start
+	idealCur []int       // the ideal weights now (updateIdeal)
 	idealW   [][]int     // ideal weights after each scenario event (nil: not a capacity event)
 	samples  [][]float32 // per server: busy fraction in each sample period
 	sampleDt float64
@@ -113,6 +115,7 @@ func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy)
 		r.agentR = append(r.agentR, newRand(seed, streamAgent+uint64(i)))
 		r.probeR = append(r.probeR, newRand(seed, streamProbe+uint64(i)))
 	}
+	r.updateIdeal()
 	if err := pol.Start(r); err != nil {
 		return nil, err
 	}
@@ -153,28 +156,23 @@ func (r *run) setWeight(k, w int, byPolicy bool) {
 	r.history = append(r.history, weightChange{t: r.now, k: k, w: w, policy: byPolicy})
 }
 
-// idealWeight is the weight proportional to server k's true current
-// capacity (100 for the largest nominal server), 0 when it is down or
-// drained.
-func (r *run) idealWeight(k int) int {
-	s := r.srv[k]
-	if s.down || r.drained[k] || s.capacity <= 0 {
-		return 0
+// updateIdeal recomputes the ideal weights — proportional to every
+// server's true current capacity, 0 when it is down or drained, the
+// smallest integers within IdealShareTolerance (idealIntegerWeights) —
+// after anything that changes a capacity: the search runs once per change,
+// not per sample.
+func (r *run) updateIdeal() {
+	caps := make([]float64, len(r.sc.Servers))
+	for k := range caps {
+		if s := r.srv[k]; !s.down && !r.drained[k] {
+			caps[k] = s.capacity
+		}
 	}
-	maxNom := 0.0
-	for _, sp := range r.sc.Servers {
-		maxNom = math.Max(maxNom, sp.Capacity())
-	}
-	return max(1, int(math.Round(100*s.capacity/maxNom)))
+	r.idealCur = idealIntegerWeights(caps)
 }
 
-func (r *run) idealWeights() []int {
-	w := make([]int, len(r.sc.Servers))
-	for k := range w {
-		w[k] = r.idealWeight(k)
-	}
-	return w
-}
+// idealWeights returns a copy of the current ideal weights.
+func (r *run) idealWeights() []int { return slices.Clone(r.idealCur) }
 
 // reschedule plans server k's next departure.
 func (r *run) reschedule(k int) {
@@ -284,6 +282,7 @@ func (r *run) applyEvent(i int) {
 	if r.pool != nil {
 		r.updatePool()
 	}
+	r.updateIdeal()
 	r.pol.AfterEvent(r, e)
 	if changesCapacity(e.Kind) {
 		r.idealW[i] = r.idealWeights()
@@ -355,7 +354,7 @@ func (r *run) sample() {
 	}
 	for k := 0; k < n; k++ {
 		w[k] = float32(r.dests[k].Weight)
-		iw[k] = float32(r.idealWeight(k))
+		iw[k] = float32(r.idealCur[k])
 	}
 	r.shares = append(r.shares, w)
 	r.ideals = append(r.ideals, iw)

@@ -153,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if err := sim.WriteTable(stdout, rows, scs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%d runs in %.1fs (%d workers). Times in ms; ± is the standard deviation over seeds; reach and settle are the worst seed, in seconds, per event.\n",
+	fmt.Fprintf(stdout, "\n%d runs in %.1fs (%d workers). Times in ms; ± is the standard deviation over seeds; a failed request counts as +Inf in the percentiles (fail %% beside p99); recovery, reach and settle are the worst seed, in seconds, per event.\n",
 		len(results), time.Since(start).Seconds(), *workers)
 	if *csvPath != "" {
 		f, err := os.Create(*csvPath)
