@@ -69,7 +69,7 @@ type Record struct {
 	Agent        *Agent  `json:"agent"` // null: no good reply this cycle
 
 	// The controller's figures (the decision's trace).
-	Inputs       *Inputs   `json:"inputs"`        // null: not in rotation (not managed, unreachable or weight 0)
+	Inputs       *Inputs   `json:"inputs"`        // the inputs of load; null with it
 	Load         *float64  `json:"load"`          // aggregate load; null: not computed
 	DirectorOnly bool      `json:"director_only"` // load from input and response alone (agent stale)
 	Ramp         float64   `json:"ramp"`          // slow-start factor, 1 when not ramping
