@@ -45,13 +45,12 @@ func readAll(t *testing.T, dir string, f Filter) ([]Record, []Skipped) {
 func TestRotationAtTheCap(t *testing.T) {
 	dir := t.TempDir()
 	one := lineLen(t, rec(10, 1, "192.0.2.10:80/tcp")) // every record of this test has this length
-	perFile := int64(10)
-	lim := Limits{MaxSize: perFile*one + one/2, Files: 3} // room for 10 lines, not 11
+	lim := Limits{MaxSize: 20*one + one/2, Files: 3} // room for 20 lines, not 21
 	w, err := Open(dir, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for c := 10; c < 45; c++ { // 35 cycles of one record
+	for c := 10; c < 85; c++ { // 75 cycles of one record
 		if err := w.Write([]Record{rec(c, 1, "192.0.2.10:80/tcp")}); err != nil {
 			t.Fatal(err)
 		}
@@ -72,10 +71,10 @@ func TestRotationAtTheCap(t *testing.T) {
 		}
 		names, sizes = append(names, filepath.Base(f)), append(sizes, fi.Size())
 	}
-	// 35 lines: 10 in each rotated file (three files were filled; the
-	// first went), 5 in the current one.
+	// 75 lines: 20 in each rotated file (three files were filled; the
+	// first went), 15 in the current one.
 	wantNames := []string{"history.jsonl.2", "history.jsonl.1", "history.jsonl"}
-	wantSizes := []int64{10 * one, 10 * one, 5 * one}
+	wantSizes := []int64{20 * one, 20 * one, 15 * one}
 	if fmt.Sprint(names) != fmt.Sprint(wantNames) || fmt.Sprint(sizes) != fmt.Sprint(wantSizes) {
 		t.Fatalf("files %v sizes %v, want %v sizes %v", names, sizes, wantNames, wantSizes)
 	}
@@ -83,12 +82,12 @@ func TestRotationAtTheCap(t *testing.T) {
 	if len(notes) != 0 {
 		t.Fatalf("notes: %v", notes)
 	}
-	if len(got) != 25 || got[0].ActiveConns != 20 || got[24].ActiveConns != 44 {
-		t.Fatalf("read %d records, first %d last %d; want 25 from cycle 20 to 44", len(got), got[0].ActiveConns, got[len(got)-1].ActiveConns)
+	if len(got) != 55 || got[0].ActiveConns != 30 || got[54].ActiveConns != 84 {
+		t.Fatalf("read %d records, first %d last %d; want 55 from cycle 30 to 84", len(got), got[0].ActiveConns, got[len(got)-1].ActiveConns)
 	}
 	for i := range got {
-		if got[i].ActiveConns != 20+i {
-			t.Fatalf("record %d is of cycle %d, want %d", i, got[i].ActiveConns, 20+i)
+		if got[i].ActiveConns != 30+i {
+			t.Fatalf("record %d is of cycle %d, want %d", i, got[i].ActiveConns, 30+i)
 		}
 	}
 }
@@ -97,12 +96,12 @@ func TestRotationAtTheCap(t *testing.T) {
 func TestRotationWithinABatch(t *testing.T) {
 	dir := t.TempDir()
 	one := lineLen(t, rec(10, 10, "192.0.2.10:80/tcp"))
-	w, err := Open(dir, Limits{MaxSize: 8 * one, Files: 5})
+	w, err := Open(dir, Limits{MaxSize: 16 * one, Files: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var batch []Record
-	for i := 10; i < 30; i++ {
+	for i := 10; i < 50; i++ {
 		batch = append(batch, rec(10, i, "192.0.2.10:80/tcp"))
 	}
 	if err := w.Write(batch); err != nil {
@@ -113,14 +112,14 @@ func TestRotationWithinABatch(t *testing.T) {
 	if len(files) != 3 {
 		t.Fatalf("files %v, want 3", files)
 	}
-	for i, want := range []int64{8 * one, 8 * one, 4 * one} {
+	for i, want := range []int64{16 * one, 16 * one, 8 * one} {
 		fi, _ := os.Stat(files[i])
 		if fi.Size() != want {
 			t.Errorf("%s: %d bytes, want %d", files[i], fi.Size(), want)
 		}
 	}
 	got, _ := readAll(t, dir, Filter{})
-	if len(got) != 20 || got[0].Server != "198.51.100.10:80" || got[19].Server != "198.51.100.29:80" {
+	if len(got) != 40 || got[0].Server != "198.51.100.10:80" || got[39].Server != "198.51.100.49:80" {
 		t.Fatalf("read %d records: %v … ", len(got), got)
 	}
 }

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -186,9 +185,7 @@ func historyRecord(rep CycleReport, d *DestStatus) history.Record {
 		rp := &d.Report
 		a := &history.Agent{Source: rp.Source, Time: rp.Time.UTC(), CPU: rp.CPU, Memory: rp.Memory, Disk: rp.Disk, Processes: rp.Processes,
 			CPUUsed: d.CPU, CPUSpan: d.CPUSpan}
-		if raw, err := json.Marshal(rp.Raw); err == nil { // a reply decoded from JSON encodes back
-			a.Raw = raw
-		}
+		a.Raw = history.AgentRaw(rp.Raw)
 		r.Agent = a
 	}
 	if !math.IsNaN(tr.Load) {

@@ -111,11 +111,8 @@ agent = %q
 		if r.Agent == nil || r.Agent.CPU != d.Report.CPU || r.Agent.CPUUsed != d.CPU || r.Agent.Source != d.Report.Source || r.AgentSeconds != d.AgentDuration.Seconds() {
 			t.Fatalf("%s: agent %+v, report %+v cpu used %v", where, r.Agent, d.Report, d.CPU)
 		}
-		var raw struct {
-			CPUs float64 `json:"cpus"`
-		}
-		if err := json.Unmarshal(r.Agent.Raw, &raw); err != nil || raw.CPUs != d.Report.Raw.CPUs || raw.CPUs <= 0 {
-			t.Errorf("%s: raw %s (%v), want cpus %v", where, r.Agent.Raw, err, d.Report.Raw.CPUs)
+		if raw := r.Agent.Raw; raw.CPUs != d.Report.Raw.CPUs || raw.CPUs <= 0 || raw.RunnableTasks != d.Report.Raw.RunnableTasks {
+			t.Errorf("%s: raw %+v, want the report's %+v", where, raw, d.Report.Raw)
 		}
 		if r.Load != nil {
 			if *r.Load != tr.Load || r.Inputs == nil || r.Inputs.CPU != tr.Inputs.CPU || r.Inputs.Response != tr.Inputs.Response ||
@@ -251,5 +248,21 @@ func TestHistoryDefaults(t *testing.T) {
 	must(t, err)
 	if off.History.Enabled {
 		t.Error("enabled = false ignored")
+	}
+}
+
+// The history's copy of the agent's raw figures has the same fields (the
+// conversion in historyRecord compiles only then) and the same JSON form.
+func TestHistoryAgentRawMatchesTheAgents(t *testing.T) {
+	psi := 1.5
+	raw := agent.Raw{PID: 7, WindowSeconds: 1, CPUs: 4, CPUBusy: 0.5, MemTotalBytes: 1 << 30, MemAvailableBytes: 1 << 29,
+		DiskSpaceUsed: map[string]float64{"/": 0.4}, DiskIOBusy: 0.2, DiskIODevice: "vda", RunnableTasks: 3,
+		Load1: 1, Load5: 2, Load15: 3, PSICPUSome10: &psi, PSIMemorySome10: &psi, PSIIOSome10: &psi}
+	want, err := json.Marshal(raw)
+	must(t, err)
+	got, err := json.Marshal(history.AgentRaw(raw))
+	must(t, err)
+	if !bytes.Equal(got, want) {
+		t.Errorf("history.AgentRaw encodes as\n%s\nagent.Raw as\n%s", got, want)
 	}
 }

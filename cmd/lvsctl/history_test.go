@@ -83,13 +83,7 @@ func TestHistory(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &a); err != nil {
 		t.Fatal(err)
 	}
-	var raw struct {
-		CPUs          float64 `json:"cpus"`
-		MemTotalBytes uint64  `json:"mem_total_bytes"`
-	}
-	if err := json.Unmarshal(a.Agent.Raw, &raw); err != nil {
-		t.Fatal(err)
-	}
+	raw := a.Agent.Raw
 	if !a.Time.Equal(time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC)) || a.NewConns == nil || *a.NewConns != 20 || a.ActiveConns != 7 || a.InactiveConns != 31 ||
 		a.ActiveDelta != 7 || a.Counter != 20 || a.WeightBefore != 10 || a.WeightAfter != 10 || a.Wrote || *a.ProbeSeconds != 0.095 ||
 		a.Agent.CPU != 0.95 || raw.CPUs != 4 || raw.MemTotalBytes != 16<<30 || a.Inputs.Input != 1 || a.Inputs.Response != 0.95 ||
