@@ -45,7 +45,7 @@ func readAll(t *testing.T, dir string, f Filter) ([]Record, []Skipped) {
 func TestRotationAtTheCap(t *testing.T) {
 	dir := t.TempDir()
 	one := lineLen(t, rec(10, 1, "192.0.2.10:80/tcp")) // every record of this test has this length
-	lim := Limits{MaxSize: 20*one + one/2, Files: 3} // room for 20 lines, not 21
+	lim := Limits{MaxSize: 20*one + one/2, Files: 3}   // room for 20 lines, not 21
 	w, err := Open(dir, lim)
 	if err != nil {
 		t.Fatal(err)
