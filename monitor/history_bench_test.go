@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,7 +86,6 @@ func BenchmarkHistory(b *testing.B) {
 				b.Fatalf("read back %d records: %v", n, err)
 			}
 			b.ReportMetric(float64(bytes)/float64(n), "bytes/record")
-			_ = filepath.Base(dir)
 		})
 	}
 }
