@@ -139,3 +139,17 @@ func TestHistoryMistakes(t *testing.T) {
 		}
 	}
 }
+
+// [history] is set up at start: a reload that changes it says so.
+func TestHistoryReloadNeedsRestart(t *testing.T) {
+	r := controltest.New(t, "")
+	r.Cycle()
+	r.WriteConfig(controltest.Config + "\n[history]\nfiles = 8\n")
+	code, out, _ := lvsctl(t, r, "reload")
+	if code != 0 || !strings.Contains(out, "[history] changed: takes effect when lvs-monitor restarts; the running history settings stay in use") {
+		t.Errorf("reload: exit %d\n%s", code, out)
+	}
+	if got := r.Monitor.Status().Config.History.Files; got != 4 {
+		t.Errorf("running history.files %d, want 4 kept", got)
+	}
+}
