@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -196,7 +195,7 @@ func (w *Writer) Close() error {
 	}
 	err := w.f.Close()
 	w.f = nil
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err != nil {
 		return fmt.Errorf("close history: %w", err)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 )
 
 // HistoryConfig is the [history] section: the cycle history, one record
-// per managed server per cycle in the state directory (docs/history.md).
+// per configured server per cycle in the state directory (docs/history.md).
 type HistoryConfig struct {
 	Enabled bool `toml:"enabled"`
 	FileMiB int  `toml:"file_mib"` // size of one file, MiB
@@ -23,7 +23,7 @@ func (c HistoryConfig) Limits() history.Limits {
 	return history.Limits{MaxSize: int64(c.FileMiB) << 20, Files: c.Files}
 }
 
-// defaultHistory is on, with 4 files of 16 MiB: at most 64 MiB, about 13
+// defaultHistory is on, with 4 files of 16 MiB: at most 64 MiB, about 11
 // hours of a director with 10 servers at a 5 s interval (docs/history.md).
 func defaultHistory() HistoryConfig { return HistoryConfig{Enabled: true, FileMiB: 16, Files: 4} }
 
@@ -122,7 +122,8 @@ func (r *Recorder) record(rep CycleReport) {
 	}
 }
 
-// Flush waits until every report handed over before it is written.
+// Flush waits until every report handed over before it is written. Not
+// after Close.
 func (r *Recorder) Flush() {
 	done := make(chan struct{})
 	r.queue <- historyItem{flushed: done}
