@@ -66,6 +66,11 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 			notes = append(notes, "[sync] changed: takes effect when lvs-monitor restarts; the running group settings stay in use")
 			keep.Sync = old.Sync
 		}
+		// The history is opened once at start (lvs-monitor's main).
+		if old.History != cfg.History {
+			notes = append(notes, "[history] changed: takes effect when lvs-monitor restarts; the running history settings stay in use")
+			keep.History = old.History
+		}
 		if old.Interval != cfg.Interval {
 			notes = append(notes, fmt.Sprintf("interval changed from %v to %v: applies from the next cycle", old.Interval, cfg.Interval))
 		}

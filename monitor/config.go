@@ -42,6 +42,7 @@ type Config struct {
 	Availability policy.Availability `toml:"availability"`
 	Guard        policy.GuardParams  `toml:"backlog_guard"`
 	Sync         SyncConfig          `toml:"sync"`
+	History      HistoryConfig       `toml:"history"`
 	Services     []ServiceConfig     `toml:"service"`
 }
 
@@ -123,6 +124,8 @@ func DefaultConfig() Config {
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
 			Fall: 2, Rise: 1},
 		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
+
+		History: defaultHistory(),
 	}
 }
 
@@ -441,6 +444,7 @@ func (cfg *Config) check(probs *configProblems) {
 	}
 
 	cfg.checkSync(bad)
+	cfg.History.check(bad)
 
 	if len(cfg.Services) == 0 {
 		bad("service", "no [[service]] configured: nothing to manage")

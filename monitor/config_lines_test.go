@@ -193,6 +193,12 @@ func TestConfigErrorLines(t *testing.T) {
 		{"sync vips needed", mark("[sync] #<\nid = \"a\"\n[[service]]\naddress = \"fwmark:1\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 1\n", "#<", "#<"),
 			`sync.vips: role "vip" needs the virtual IPs`},
 
+		// [history]
+		{"history file_mib", add("[history]\nfile_mib = 0", "file_mib"), "history.file_mib: must be from 1 to 1024 (MiB per file), got 0"},
+		{"history file_mib too big", add("[history]\nfile_mib = 2048", "file_mib"), "history.file_mib: must be from 1 to 1024 (MiB per file), got 2048"},
+		{"history files", add("[history]\nfiles = 1", "files"), "history.files: must be from 2 (the current file and one rotated) to 100, got 1"},
+		{"history size as a string", add("[history]\nfile_mib = \"8MiB\"", "file_mib"), "history.file_mib: must be an integer, got a string"},
+
 		// services and servers
 		{"no service", `interval = "5s"`, "no [[service]] configured"},
 		{"service address", mark(svc, `address = "192.0.2.20:80/tcp"`, `address = "192.0.2.20/tcp"`), "service[1].address:"},

@@ -97,6 +97,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	m.last = rep
 	m.mu.Unlock()
 	m.deps.Metrics.observeCycle(rep)
+	m.recordHistory(rep)
 	return rep, errors.Join(errs...)
 }
 

@@ -39,6 +39,8 @@ type Metrics struct {
 	syncFrames      *prometheus.CounterVec
 	reloadOK        prometheus.Gauge
 	reloadTime      prometheus.Gauge
+	historyErrors   prometheus.Counter
+	historyDrops    prometheus.Counter
 
 	seen map[[2]string]bool // destinations with series, to delete removed ones
 }
@@ -100,6 +102,11 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "config_last_reload_timestamp_seconds", Help: "Unix time of the last configuration (re)load attempt."}),
 		seen:       map[[2]string]bool{},
 	}
+	x.historyErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "history_write_errors_total",
+		Help: "Cycles whose history records were not all written (a disk error; logged once until writing works again)."})
+	x.historyDrops = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "history_dropped_cycles_total",
+		Help: "Cycles not recorded in the history because the recorder was still writing earlier ones."})
+	reg.MustRegister(x.historyErrors, x.historyDrops)
 	x.syncWriter = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "sync_writer", Help: "1 when this director writes the weights of its synchronised group (or runs alone)."})
 	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime, x.syncWriter)
 	revision := build.Revision
@@ -253,5 +260,17 @@ func (x *Metrics) reload(ok bool, unix float64) {
 	if x != nil {
 		x.reloadOK.Set(b2f(ok))
 		x.reloadTime.Set(unix)
+	}
+}
+
+func (x *Metrics) historyError() {
+	if x != nil {
+		x.historyErrors.Inc()
+	}
+}
+
+func (x *Metrics) historyDropped() {
+	if x != nil {
+		x.historyDrops.Inc()
 	}
 }

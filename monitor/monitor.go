@@ -27,6 +27,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics, if non-nil, receives every cycle's figures.
 	Metrics *Metrics
+	// History, if non-nil, records every cycle (not in a dry run).
+	History *Recorder
 	// Roles and SyncListener, if non-nil, replace the role source and the
 	// sync listener a synchronised director builds from its configuration
 	// (tests use them).

@@ -110,6 +110,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := monitor.NewMetrics(reg)
+	recorder, err := openHistory(cfg, *dryRun, log, metrics)
+	if err != nil {
+		log.Error("history", "error", err)
+		return 1
+	}
+	defer closeHistory(recorder, log)
 	m, err := monitor.New(cfg, monitor.Deps{
 		Table: table,
 		// Each poll is bounded by the running agent_timeout (a context per
@@ -118,7 +125,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Prober:  monitor.NetProber{},
 		Store:   store,
 		Logger:  log,
-		Metrics: monitor.NewMetrics(reg),
+		Metrics: metrics,
+		History: recorder,
 	}, *dryRun)
 	if err != nil {
 		log.Error("start", "error", err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"lvs-feedback/ipvs"
@@ -85,5 +86,29 @@ func (w *wouldWrite) cycle(rep monitor.CycleReport) {
 	}
 	if writes == 0 {
 		fmt.Fprintf(w.out, "cycle %d: nothing to write (%d servers)\n", w.n, len(rep.Dests))
+	}
+}
+
+// openHistory opens the cycle history in the state directory ([history]);
+// nil when it is off, and in a dry run, which writes nothing.
+func openHistory(cfg monitor.Config, dryRun bool, log *slog.Logger, metrics *monitor.Metrics) (*monitor.Recorder, error) {
+	if dryRun || !cfg.History.Enabled {
+		return nil, nil
+	}
+	r, err := monitor.OpenRecorder(cfg.StateDir, cfg.History, log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("history: recording every cycle", "file", r.Path(), "file_mib", cfg.History.FileMiB, "files", cfg.History.Files)
+	return r, nil
+}
+
+// closeHistory writes the cycles still queued and closes the file.
+func closeHistory(r *monitor.Recorder, log *slog.Logger) {
+	if r == nil {
+		return
+	}
+	if err := r.Close(); err != nil {
+		log.Warn("history", "error", err)
 	}
 }

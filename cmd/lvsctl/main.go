@@ -12,6 +12,7 @@
 //	lvsctl drain SERVICE SERVER [--wait] [--timeout 10m]
 //	lvsctl undrain SERVICE SERVER
 //	lvsctl explain SERVICE SERVER [-o table|json]
+//	lvsctl history SERVICE [SERVER] [-n N] [-o table|json] [-dir DIR]
 //	lvsctl reload
 //	lvsctl check-config FILE
 //	lvsctl version

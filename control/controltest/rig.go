@@ -95,6 +95,9 @@ type Rig struct {
 	Registry   *prometheus.Registry
 	Monitor    *monitor.Monitor
 	Server     *control.Server
+	// History records every cycle in Dir ([history] of the configuration;
+	// nil when it is off); Cycle waits until its records are written.
+	History *monitor.Recorder
 	// Reload is the server's reload function (control.FileReloader of
 	// ConfigPath), as SIGHUP calls it in lvs-monitor.
 	Reload control.ReloadFunc
@@ -134,9 +137,15 @@ func New(t testing.TB, config string) *Rig {
 	}
 	store, err := monitor.NewFileStore(cfg.StateDir)
 	must(t, err)
+	metrics := monitor.NewMetrics(r.Registry)
+	if cfg.History.Enabled {
+		r.History, err = monitor.OpenRecorder(cfg.StateDir, cfg.History, nil, metrics)
+		must(t, err)
+		t.Cleanup(func() { r.History.Close() })
+	}
 	r.Monitor, err = monitor.New(cfg, monitor.Deps{
 		Table: r.Table, Agents: r.Agents, Prober: r.Prober, Store: store,
-		Metrics: monitor.NewMetrics(r.Registry), Now: r.Now,
+		Metrics: metrics, Now: r.Now, History: r.History,
 	}, false)
 	must(t, err)
 	r.Reload = control.FileReloader(r.ConfigPath, r.Monitor)
@@ -198,6 +207,9 @@ func (r *Rig) Cycle() monitor.CycleReport {
 	rep, err := r.Monitor.Cycle(context.Background())
 	if err != nil {
 		r.T.Errorf("cycle: %v", err)
+	}
+	if r.History != nil {
+		r.History.Flush()
 	}
 	return rep
 }
