@@ -79,6 +79,11 @@ type ServiceConfig struct {
 	AgentPort int            `toml:"agent_port"`
 	Probe     ProbeConfig    `toml:"probe"`
 	Servers   []ServerConfig `toml:"server"`
+	// HealthChecker names the daemon that health-checks the service's
+	// servers and adds, removes, zeroes and re-enables them by itself
+	// (keepalived's checker); "" when none. It changes who a weight is
+	// attributed to (policy.Reconcile; docs/keepalived.md).
+	HealthChecker string `toml:"health_checker"`
 
 	Key ipvs.ServiceKey `toml:"-"`
 }
@@ -346,6 +351,11 @@ func (cfg *Config) check(name string, data []byte) error {
 		}
 		s.Probe = withProbeDefaults(s.Probe)
 		checkProbe(s.Probe, p+".probe", bad)
+		switch s.HealthChecker {
+		case "", "keepalived", "ldirectord", "other":
+		default:
+			bad(p+".health_checker", `want "keepalived", "ldirectord" or "other" (the daemon that adds, removes and zeroes this service's servers by its health checks), or none; got %q`, s.HealthChecker)
+		}
 		if len(s.Servers) == 0 {
 			bad(p+".server", "service %s has no [[service.server]]", s.Address)
 		}
@@ -511,7 +521,7 @@ var knownKeys = map[string][]string{
 	"availability":   {"freeze_share", "agent_expiry", "slow_start", "slow_start_floor"},
 	"sync":           {"id", "listen", "key_file", "role", "vips", "peer"},
 	"sync.peer":      {"id", "address"},
-	"service":        {"address", "agent_port", "probe", "server"},
+	"service":        {"address", "agent_port", "probe", "server", "health_checker"},
 	"service.probe":  {"type", "path", "host", "expect_status", "port", "reference"},
 	"service.server": {"address", "weight", "agent"},
 }
