@@ -3,9 +3,12 @@
 #
 # make_topology 3; in the director namespace keepalived 2.2 (Debian's, checker
 # only: keepalived -C) owns the table: the NAT service on the VIP over rs1..rs3
-# at weight 10, a TCP_CHECK every 2 s. lvs-monitor runs beside it with
-# health_checker = "keepalived" on the service, a 1 s interval and a 6 s slow
-# start. Each real server runs a busybox httpd in its own cgroup v2 group with
+# at weight 10, a TCP_CHECK of a health port (81) every 2 s. lvs-monitor runs
+# beside it with health_checker = "keepalived" on the service, a 1 s interval,
+# a 4 s slow start and a TCP probe of port 80. A failure is made by stopping
+# a server's health port: keepalived sees it, lvs-monitor's probe does not,
+# so keepalived's move always comes first — the case that used to pass for
+# an operator's. Each real server runs a busybox httpd in its own cgroup v2 group with
 # an lvs-agent measuring that group, and a client fetches the VIP (as in
 # e2e-monitor.sh). Assertions, on
 # the kernel's table (ipvsadm -Ln in the director), the monitor's log and
@@ -15,17 +18,19 @@
 #      back when the hog stops, while keepalived does nothing;
 #   c. keepalived's SIGHUP (reload) changes nothing in the kernel, and the
 #      monitor sees no edit;
-#   d. a failure without inhibit_on_failure: keepalived removes rs3; the
-#      monitor logs the disappearance, records no drain, and when keepalived
-#      re-adds rs3 at 10 it logs the return and slow-starts it;
+#   d. a failure without inhibit_on_failure, seen by keepalived first:
+#      keepalived removes rs3 (still managed); the monitor logs the
+#      disappearance, records no drain, and when keepalived re-adds rs3 at
+#      10 it logs the return and slow-starts it;
 #   e. an operator's drain (lvsctl drain rs1) survives rs1's health flap:
 #      keepalived removes rs1 and re-adds it at 10, the monitor writes 0 back;
 #   f. keepalived restarting (it deletes the service on stop, re-adds all at
 #      10 on start, now with inhibit_on_failure): the drain stands, the others
 #      go through slow start;
-#   g. a failure with inhibit_on_failure: keepalived's 0 on rs3 is a down,
-#      never an operator drain (in the log and the state file), whoever saw
-#      the failure first; its re-enable at 10 is slow-started and does not
+#   g. a failure with inhibit_on_failure, seen by keepalived first:
+#      keepalived's 0 on rs3 is the health checker's down, never an operator
+#      drain (in the log and the state file), and stays while the monitor's
+#      probe answers; its re-enable at 10 is slow-started and does not
 #      become a new default weight;
 #   h. the drained rs1's health flap under inhibit_on_failure: keepalived's
 #      re-enable at 10 is not an undrain; the monitor writes 0 back.
@@ -94,7 +99,14 @@ start_httpd() {
 	in_cg "$1" httpd -f -p 80 -h "$W/www$1" &
 	echo $! >"$W/httpd$1.pid"
 }
-stop_httpd() { kill "$(cat "$W/httpd$1.pid")"; }
+# keepalived checks a separate health port, 81 (a second httpd): stopping
+# it fails keepalived's check while lvs-monitor's probe (port 80) still
+# answers, so keepalived sees the failure first, every time.
+start_health() {
+	in_cg "$1" httpd -f -p 81 -h "$W/www$1" &
+	echo $! >"$W/health$1.pid"
+}
+stop_health() { kill "$(cat "$W/health$1.pid")"; }
 answers() { [ "$(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip "$1")/" 2>/dev/null)" = "rs$1" ]; }
 
 # write_ka [inhibit_on_failure]: keepalived's configuration, checker only.
@@ -104,7 +116,7 @@ write_ka() {
 		printf 'virtual_server %s 80 {\n\tdelay_loop 2\n\tlb_algo wrr\n\tlb_kind NAT\n\tprotocol TCP\n' "$TOPO_VIP"
 		[ -n "${1:-}" ] && printf '\t%s\n' "$1"
 		for i in 1 2 3; do
-			printf '\treal_server %s 80 {\n\t\tweight 10\n\t\tTCP_CHECK {\n\t\t\tconnect_timeout 1\n\t\t\tretry 0\n\t\t}\n\t}\n' "$(topo_rs_ip "$i")"
+			printf '\treal_server %s 80 {\n\t\tweight 10\n\t\tTCP_CHECK {\n\t\t\tconnect_port 81\n\t\t\tconnect_timeout 1\n\t\t\tretry 0\n\t\t}\n\t}\n' "$(topo_rs_ip "$i")"
 		done
 		printf '}\n'
 	} >"$W/keepalived.conf"
@@ -150,6 +162,7 @@ for i in 1 2 3; do
 	run sh -c "echo '$QUOTA' >$CG/rs$i/cpu.max"
 	echo "rs$i" >"$W/www$i/index.html"
 	start_httpd "$i"
+	start_health "$i"
 	ip netns exec "rs$i" sh -c 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec lvs-agent -listen :9771 -source "cgroup:/sys/fs/cgroup/rs$0"' "$i" 2>"$W/agent$i.log" &
 done
 for i in 1 2 3; do
@@ -183,7 +196,7 @@ process = 0.2
 [availability]
 freeze_share = 0.5
 agent_expiry = "30s"
-slow_start = "6s"
+slow_start = "4s"
 slow_start_floor = 0.1
 
 [[service]]
@@ -222,7 +235,7 @@ quiet() {
 	! since_mon "$m0" | grep -qE 'msg="weight changed"|msg=ownership' || fail "a: the monitor wrote or saw an edit in steady state: $(since_mon "$m0" | grep -E 'weight changed|ownership' | head -n 2)"
 	[ "$(ka_lines)" = "$ka0" ] || fail "a: keepalived logged in steady state: $(since_ka 0 | tail -n 2)"
 }
-hold_cycles 5 "a: steady state" quiet
+hold_cycles 4 "a: steady state" quiet
 say "a: PASS (neither daemon wrote over $held monitor cycles)"
 
 # --- b. a hog: lvs-monitor moves rs2's weight, keepalived does nothing --------
@@ -255,22 +268,24 @@ since_mon "$m0" | grep -q 'msg=ownership' && fail "c: the monitor saw an edit af
 say "c: PASS (weights $before before and after keepalived's SIGHUP)"
 
 # --- d. a failure without inhibit_on_failure: removed, re-added, slow start ----
+# keepalived's check fails (its health port stopped) while the monitor's
+# probe answers: keepalived removes rs3 before lvs-monitor marks it down.
 m0=$(mon_mark)
-stop_httpd 3
+stop_health 3
 rs3_gone() { read_weights; [ -z "$w3" ]; }
-wait_for "d: keepalived removes rs3 (its web service stopped)" rs3_gone
+wait_for "d: keepalived removes rs3 (its health port stopped)" rs3_gone
 wait_cycles 5 "d: the monitor logs rs3's disappearance" sh -c "sed -n '$((m0 + 1)),\$p' $W/monitor.log | grep -q 'msg=\"configured real server not in the IPVS table; skipped until it appears\" .*server=$(rs 3)'"
-start_httpd 3
+since_mon "$m0" | grep -q "msg=\"weight changed\" .*server=$(rs 3) .*new=0 " && fail "d: the monitor marked rs3 down although its probe answers"
+start_health 3
 rs3_in() { read_weights; [ -n "$w3" ]; }
 wait_for "d: keepalived re-adds rs3" rs3_in
-# rs3_ramped: since $m0 the monitor wrote rs3 a slow-start step below 10:
-# over keepalived's 10 (its re-add or re-enable), or from 0 when the
-# monitor's own probe saw rs3 answer first.
-rs3_ramped() { since_mon "$m0" | grep -qE "msg=\"weight changed\" .*server=$(rs 3) old=(0|10) new=[1-9] reason=\"[^\"]*slow start"; }
-wait_cycles 10 "d: the monitor slow-starts rs3 re-added at 10" rs3_ramped
+# rs3_ramped: since $m0 the monitor wrote rs3 a slow-start step below 10
+# over keepalived's 10 (its re-add or re-enable).
+rs3_ramped() { since_mon "$m0" | grep -qE "msg=\"weight changed\" .*server=$(rs 3) old=10 new=[1-9] reason=\"[^\"]*slow start"; }
+wait_cycles 10 "d: the monitor slow-starts rs3, removed while managed and re-added at 10" rs3_ramped
 since_mon "$m0" | grep -q "msg=\"configured real server appeared in the IPVS table\" .*server=$(rs 3) weight=10" || fail "d: rs3's return not logged"
 since_mon "$m0" | grep -E "server=$(rs 3) .*(drained by operator|new default weight)" && fail "d: keepalived's removal or re-add of rs3 taken for an operator's"
-since_mon "$m0" | grep -E "server=$(rs 3) " | sed 's/^time=[^ ]* //' | head -n 6
+since_mon "$m0" | grep -E "server=$(rs 3) " | sed 's/^time=[^ ]* //' | head -n 4
 say "d: PASS"
 
 # --- e. an operator's drain survives a health flap -----------------------------
@@ -278,10 +293,10 @@ m0=$(mon_mark)
 run lvsctl_ drain "$SVC/tcp" "$(rs 1)"
 rs1_zero() { read_weights; [ "$w1" = 0 ]; }
 rs1_zero || fail "e: lvsctl drain did not set rs1 to 0"
-stop_httpd 1
+stop_health 1
 rs1_gone() { read_weights; [ -z "$w1" ]; }
 wait_for "e: keepalived removes the drained rs1" rs1_gone
-start_httpd 1
+start_health 1
 rs1_in() { read_weights; [ -n "$w1" ]; }
 wait_for "e: keepalived re-adds rs1" rs1_in
 wait_cycles 5 "e: the monitor writes the drained rs1 back to 0" rs1_zero
@@ -311,36 +326,38 @@ show_weights "(after keepalived's restart)"
 say "f: PASS"
 
 # --- g. a failure with inhibit_on_failure: keepalived's 0 is not a drain ------
+# keepalived's check fails first (its health port stopped; the monitor's
+# probe answers): its 0 is the health checker's down, in the log and the
+# state file, and stays while the monitor's probe answers.
 ramp_done() { read_weights; [ "$w2" = 10 ] && [ "$w3" = 10 ]; }
 wait_cycles 20 "g: rs2 and rs3 at 10 again after the slow start" ramp_done
 m0=$(mon_mark)
-k0=$(ka_mark)
-stop_httpd 3
+stop_health 3
 rs3_zero() { read_weights; [ "$w3" = 0 ]; }
-wait_for "g: rs3 at 0" rs3_zero
-wait_for "g: keepalived sees rs3 fail" sh -c "sed -n '$((k0 + 1)),\$p' $W/keepalived.log | grep -qE 'TCP_CHECK on service $(rsre 3) failed'"
-pass_cycles 2
-st3=$(state_of 3)
-say "g: rs3 in the state file: $st3"
-case $st3 in *'"state":"down"'*) ;; *) fail "g: rs3 zeroed by keepalived not recorded as down: $st3" ;; esac
-since_mon "$m0" | grep "server=$(rs 3) " | sed 's/^time=[^ ]* //' | head -n 3
-since_mon "$m0" | grep -E "server=$(rs 3) .*(drained|operator)" && fail "g: keepalived's 0 on rs3 taken for an operator drain"
-start_httpd 3
+wait_for "g: keepalived sets rs3 to 0" rs3_zero
+rs3_checker_down() { case $(state_of 3) in *'"state":"down","set_by":"health-checker"'*) ;; *) return 1 ;; esac; }
+wait_cycles 5 "g: rs3 recorded down by the health checker in the state file" rs3_checker_down
+say "g: rs3 in the state file: $(state_of 3)"
+since_mon "$m0" | grep -q "msg=ownership .*server=$(rs 3) weight=0 state=down set_by=health-checker reason=\"set to 0 by the health checker (keepalived)" ||
+	fail "g: the monitor did not log keepalived's 0 on rs3 as the health checker's"
+rs3_held() { rs3_zero || fail "g: rs3, down by keepalived, at $w3 after $held cycles: the monitor put it back"; }
+hold_cycles 3 "g: rs3 stays at 0 while the monitor's probe answers" rs3_held
+since_mon "$m0" | grep -E "server=$(rs 3) .*(state=drained|set_by=operator|weight set to 0 by another tool)" && fail "g: keepalived's 0 on rs3 taken for an operator drain"
+start_health 3
 wait_cycles 15 "g: the monitor slow-starts rs3 re-enabled by keepalived" rs3_ramped
-pass_cycles 8 # the ramp (6 s)
-read_weights
-st3=$(state_of 3)
-case $st3 in *default_override*) fail "g: keepalived's re-enable became rs3's default weight: $st3" ;; esac
-[ "$w3" = 10 ] || fail "g: rs3 at $w3 after its slow start, want its default weight 10"
-say "g: PASS (set_by in the log: $(since_mon "$m0" | grep "msg=ownership .*server=$(rs 3) " | sed -n 's/.*set_by=\([^ ]*\).*/\1/p' | tr '\n' ' '))"
+rs3_full() { read_weights; [ "$w3" = 10 ]; }
+wait_cycles 10 "g: rs3 at its default weight 10 after the slow start" rs3_full
+case $(state_of 3) in *default_override*) fail "g: keepalived's re-enable became rs3's default weight: $(state_of 3)" ;; esac
+since_mon "$m0" | grep "server=$(rs 3) " | sed 's/^time=[^ ]* //' | head -n 3
+say "g: PASS"
 
 # --- h. the drained rs1's health flap under inhibit_on_failure ------------------
 m0=$(mon_mark)
 k0=$(ka_mark)
-stop_httpd 1
+stop_health 1
 wait_for "h: keepalived sees the drained rs1 fail" sh -c "sed -n '$((k0 + 1)),\$p' $W/keepalived.log | grep -qE 'TCP_CHECK on service $(rsre 1) failed'"
 k1=$(ka_mark)
-start_httpd 1
+start_health 1
 wait_for "h: keepalived sees rs1 answer again" sh -c "sed -n '$((k1 + 1)),\$p' $W/keepalived.log | grep -qE 'TCP connection to $(rsre 1) success'"
 # keepalived sets its 10 on rs1; the monitor must see it as the checker's,
 # not an undrain, and write 0 back.
