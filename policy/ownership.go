@@ -292,7 +292,9 @@ func anew(rec DestRecord, t TableEntry) string {
 // remembers of it: the controller starts from the kernel weight the first
 // time it sees the server or when someone else set the weight, and a
 // server put back into rotation — by an operator, or created anew — starts
-// slow start at now.
+// slow start at now. healthChecker is the service's (Neighbour). A server
+// the health checker put back starts slow start at now towards its default
+// weight, not the checker's; one it re-enabled mid-ramp keeps its ramp.
 func ReconcileServer(rec DestRecord, known bool, t TableEntry, configuredDefault int, healthChecker string, st *ServerState, now time.Time) Reconciliation {
 	res := Reconcile(rec, known, t, configuredDefault, Neighbour{HealthChecker: healthChecker, Ramping: !st.RampStart.IsZero()})
 	if !res.Changed {
