@@ -80,6 +80,11 @@ type ServiceConfig struct {
 	AgentPort int            `toml:"agent_port"`
 	Probe     ProbeConfig    `toml:"probe"`
 	Servers   []ServerConfig `toml:"server"`
+	// HealthChecker names the daemon that health-checks the service's
+	// servers and adds, removes, zeroes and re-enables them by itself
+	// (keepalived's checker); "" when none. It changes who a weight is
+	// attributed to (policy.Reconcile; docs/keepalived.md).
+	HealthChecker string `toml:"health_checker"`
 
 	Key ipvs.ServiceKey `toml:"-"`
 }
@@ -469,6 +474,11 @@ func (cfg *Config) check(probs *configProblems) {
 		}
 		s.Probe = withProbeDefaults(s.Probe)
 		checkProbe(s.Probe, p+".probe", bad)
+		switch s.HealthChecker {
+		case "", "keepalived", "ldirectord", "other":
+		default:
+			bad(p+".health_checker", `want "keepalived", "ldirectord" or "other" (the daemon that adds, removes and zeroes this service's servers by its health checks), or none; got %q`, s.HealthChecker)
+		}
 		if len(s.Servers) == 0 {
 			bad(p+".server", "service %s has no [[service.server]]", s.Address)
 		}

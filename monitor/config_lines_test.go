@@ -204,6 +204,7 @@ func TestConfigErrorLines(t *testing.T) {
 		{"service address", mark(svc, `address = "192.0.2.20:80/tcp"`, `address = "192.0.2.20/tcp"`), "service[1].address:"},
 		{"duplicate service", mark(svc, `address = "192.0.2.20:80/tcp"`, `address = "192.0.2.10:80/tcp"`), "service[1].address: 192.0.2.10:80/tcp is already configured as service[0]"},
 		{"service agent_port", mark(svc, "address = \"192.0.2.20:80/tcp\"", "address = \"192.0.2.20:80/tcp\"\nagent_port = -1 #<"), "service[1].agent_port: must be a port"},
+		{"service health_checker", mark(svc, "address = \"192.0.2.20:80/tcp\"", "address = \"192.0.2.20:80/tcp\"\nhealth_checker = \"consul\" #<"), `service[1].health_checker: want "keepalived", "ldirectord" or "other"`},
 		{"probe path", mark(svc, "weight = 10\n[[service]]", "weight = 10\n[service.probe]\ntype = \"http\"\npath = \"health\" #<\n[[service]]"), "service[0].probe.path: must start with /"},
 		{"probe expect_status", mark(svc, "weight = 10\n[[service]]", "weight = 10\n[service.probe]\ntype = \"http\"\nexpect_status = 700 #<\n[[service]]"), "service[0].probe.expect_status: must be an HTTP status"},
 		{"probe type", mark(svc, "weight = 10\n[[service]]", "weight = 10\n[service.probe]\ntype = \"ping\" #<\n[[service]]"), `service[0].probe.type: must be "tcp" or "http"`},

@@ -104,8 +104,10 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 // readTable reads each configured service's destinations from the table and
 // returns a report entry and a row for every configured server found there,
 // grouped by service in configuration order. Servers in the table but not
-// in the configuration are left alone; configured services or servers
-// missing from the table are noted once.
+// in the configuration are left alone (noted once). Every disappearance of
+// a configured service or server from the table is logged, and every
+// return of a configured server: a health checker removes and re-adds
+// servers as they fail and recover, and each time is worth a line.
 func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	n := 0
 	for i := range m.cfg.Services {
@@ -119,8 +121,9 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 		table, err := m.deps.Table.Destinations(svc.Key)
 		if err != nil {
 			if errors.Is(err, ipvs.ErrNotFound) {
-				m.markMissing(i, -1)
-				m.noteOnce("nosvc "+svc.Key.String(), slog.LevelWarn, "configured service not in the IPVS table; skipped until it appears", "service", svc.Key)
+				if m.markMissing(i, -1) > 0 {
+					m.log.Warn("configured service not in the IPVS table; skipped until it appears", "service", svc.Key)
+				}
 			} else {
 				m.log.Error("read IPVS table", "service", svc.Key, "error", err)
 			}
@@ -134,8 +137,9 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			rs := &svc.Servers[j]
 			di, ok := byAddr[rs.Addr]
 			if !ok {
-				m.markMissing(i, j)
-				m.noteOnce("nodst "+svc.Key.String()+rs.Addr.String(), slog.LevelWarn, "configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
+				if m.markMissing(i, j) > 0 {
+					m.log.Warn("configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
+				}
 				continue
 			}
 			delete(byAddr, rs.Addr)
@@ -144,6 +148,9 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
 				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, NewConns: -1}})
 			mem := m.memoryAt(i, j, key)
+			if mem.seen.missing {
+				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)
+			}
 			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy,
 				table: policy.TableEntry{Weight: k.Weight, Counter: k.Connections,
 					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
@@ -167,7 +174,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 	for i := range rows {
 		d := rows[i].st
 		rec, known := m.state[d.Key]
-		res := policy.ReconcileServer(rec, known, rows[i].table, d.Configured, rows[i].state, now)
+		res := policy.ReconcileServer(rec, known, rows[i].table, d.Configured, rows[i].svc.HealthChecker, rows[i].state, now)
 		d.Record = res.Record
 		if !res.Changed {
 			continue
@@ -181,7 +188,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 		m.state[d.Key] = res.Record
 		d.Reason = res.Reason
 		m.log.Info("ownership", "service", d.Key.Service, "server", d.Key.Dest,
-			"weight", d.Kernel, "state", res.Record.State, "reason", res.Reason)
+			"weight", d.Kernel, "state", res.Record.State, "set_by", res.Record.SetBy, "reason", res.Reason)
 	}
 	return changed
 }

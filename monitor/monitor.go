@@ -129,13 +129,13 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 	case err == nil:
 		m.state = st
 	case errors.Is(err, fs.ErrNotExist):
-		log.Info("no state file: starting safe, a weight-0 server counts as drained by the operator", "error", err)
+		log.Info("no state file: starting safe, a weight-0 server counts as drained by the operator (as down by the health checker in a service with health_checker)", "error", err)
 		m.state = State{}
 	case errors.As(err, &corrupt) && corrupt.Previous != "":
 		log.Warn("state file unusable: the records of the previous save are used", "error", err)
 		m.state = st
 	default:
-		log.Warn("state file unusable: starting safe, a weight-0 server counts as drained by the operator", "error", err)
+		log.Warn("state file unusable: starting safe, a weight-0 server counts as drained by the operator (as down by the health checker in a service with health_checker)", "error", err)
 		m.state = State{}
 	}
 	return m, nil

@@ -247,14 +247,21 @@ func (m *Monitor) memoryAt(i, j int, key DestKey) *destMemory {
 
 // markMissing notes that the configuration's server j of service i (every
 // server of the service, for j < 0) is not in the table: when it appears
-// again it was created anew.
-func (m *Monitor) markMissing(i, j int) {
+// again it was created anew. It returns how many were not noted missing
+// already (each disappearance is logged once).
+func (m *Monitor) markMissing(i, j int) int {
 	svc := &m.cfg.Services[i]
+	n := 0
 	for k := range svc.Servers {
 		if j < 0 || k == j {
-			m.memoryAt(i, k, DestKey{Service: svc.Key, Dest: svc.Servers[k].Addr}).seen.missing = true
+			seen := &m.memoryAt(i, k, DestKey{Service: svc.Key, Dest: svc.Servers[k].Addr}).seen
+			if !seen.missing {
+				n++
+			}
+			seen.missing = true
 		}
 	}
+	return n
 }
 
 // serviceState returns what policy remembers of a service, creating it.

@@ -224,6 +224,11 @@ func decodeState(data []byte) (State, error) {
 			default:
 				return nil, fmt.Errorf("%w: %s %s: unknown state %q", ErrCorruptState, svcText, dstText, rec.State)
 			}
+			switch rec.SetBy {
+			case "", policy.ByMonitor, policy.ByOperator, policy.ByHealthChecker, policy.ByTable: // "": saved before set_by
+			default:
+				return nil, fmt.Errorf("%w: %s %s: unknown set_by %q", ErrCorruptState, svcText, dstText, rec.SetBy)
+			}
 			if rec.Written < 0 || rec.Written > ipvs.MaxWeight {
 				return nil, fmt.Errorf("%w: %s %s: weight %d out of range", ErrCorruptState, svcText, dstText, rec.Written)
 			}

@@ -283,3 +283,29 @@ func TestFileStoreFallsBackToThePreviousSave(t *testing.T) {
 		t.Errorf("the error does not say the copy is used: %v", err)
 	}
 }
+
+// TestStateSetBy: who set a weight is saved and loaded back; a state file
+// written before set_by existed still loads (its records say nobody); an
+// unknown set_by makes the file unusable, as an unknown state does.
+func TestStateSetBy(t *testing.T) {
+	k := DestKey{Service: svcKey, Dest: netip.MustParseAddrPort("198.51.100.11:80")}
+	want := State{k: {State: policy.Down, SetBy: policy.ByHealthChecker, RestoreWeight: 10, Counter: 7}}
+	data, err := encodeState(want)
+	must(t, err)
+	if !strings.Contains(string(data), `"set_by":"health-checker"`) {
+		t.Errorf("encoded without set_by: %s", data)
+	}
+	got, err := decodeState(data)
+	if err != nil || got[k] != want[k] {
+		t.Errorf("round trip: %+v %v, want %+v", got[k], err, want[k])
+	}
+	old := `{"version":1,"destinations":{"192.0.2.10:80/tcp":{"198.51.100.11:80":{"state":"drained","written":0,"counter":40}}}}`
+	got, err = decodeState([]byte(old))
+	if err != nil || got[k] != (policy.DestRecord{State: policy.DrainedByOperator, Counter: 40}) {
+		t.Errorf("a state file from before set_by: %+v %v", got[k], err)
+	}
+	bad := strings.Replace(old, `"state":"drained"`, `"state":"drained","set_by":"ops"`, 1)
+	if _, err := decodeState([]byte(bad)); !errors.Is(err, ErrCorruptState) || !strings.Contains(err.Error(), `unknown set_by "ops"`) {
+		t.Errorf("unknown set_by: %v", err)
+	}
+}

@@ -384,7 +384,7 @@ func (e *Engine) step(o *Observed, st *ServerState, d *Decision, ramp float64) {
 // to to, the record updated, the reason with the slow-start share.
 func propose(d *Decision, to int, reason string, ramp float64) {
 	d.Write, d.To = true, to
-	d.Record.Written = to
+	d.Record.Written, d.Record.SetBy = to, ByMonitor
 	d.RecordChanged = true
 	if ramp < 1 {
 		reason += fmt.Sprintf(", slow start %.0f%%", ramp*100)

@@ -22,11 +22,38 @@ const (
 	Down Ownership = "down"
 )
 
+// Origin says who set the weight a record stands for. It is persisted
+// (state.go): its string values are part of the state file format, and a
+// record from before it has none ("").
+type Origin string
+
+// The origins of a weight.
+const (
+	// ByMonitor: lvs-monitor wrote it (its controller, slow start, or a
+	// failed probe's 0).
+	ByMonitor Origin = "lvs-monitor"
+	// ByOperator: lvsctl drain or undrain, or another tool's edit taken
+	// for an operator's (ipvsadm -e).
+	ByOperator Origin = "operator"
+	// ByHealthChecker: the service's health checker (health_checker in
+	// the configuration: keepalived) zeroed, removed, re-added or
+	// re-enabled the destination.
+	ByHealthChecker Origin = "health-checker"
+	// ByTable: adopted from the table as found — first sight, or created
+	// anew by whatever rebuilt the table.
+	ByTable Origin = "table"
+)
+
 // DestRecord is what the daemon knows about one destination's weight. It is
 // persisted so that a restart neither un-drains an operator's server nor
 // leaves a recovered server at 0.
 type DestRecord struct {
 	State Ownership `json:"state"`
+	// SetBy says who set the weight that stands, and with State why: a
+	// Down server's 0 is lvs-monitor's (its probe failed) or the health
+	// checker's (it took the server out); "" in a record saved before
+	// the field existed.
+	SetBy Origin `json:"set_by,omitempty"`
 	// Written is the weight the kernel should hold: the last one the daemon
 	// wrote, or the one it adopted from the kernel. A kernel weight that
 	// differs from it was set by someone else.
@@ -75,13 +102,34 @@ type Reconciliation struct {
 	// Anew: the destination was created anew; its weight is not an edit
 	// of anyone's (a follower does not pass it on to the writer).
 	Anew bool
+	// Returned: the health checker put the destination back in rotation
+	// (re-added or re-enabled it): slow start begins, from the ramp's
+	// start, towards its default weight — not the checker's weight.
+	Returned bool
+	// RampGoesOn: the health checker re-enabled a destination lvs-monitor
+	// is already ramping up; the ramp is not restarted, and its target
+	// stays the default weight.
+	RampGoesOn bool
+}
+
+// Neighbour is what Reconcile needs to know besides the table and the
+// record: the other daemon that writes the service's destinations, and
+// where the destination's slow start is.
+type Neighbour struct {
+	// HealthChecker names the daemon that adds, removes, zeroes and
+	// re-enables the service's destinations by its own health checks
+	// (keepalived's checker); "" when there is none.
+	HealthChecker string
+	// Ramping: the destination is in lvs-monitor's slow start.
+	Ramping bool
 }
 
 // Reconcile compares the table's weight with what the daemon knows and
 // applies the ownership rules:
 //
 //   - a destination never seen before is adopted as managed at its kernel
-//     weight, unless that weight is 0: an unexplained 0 is an operator drain;
+//     weight, unless that weight is 0: an unexplained 0 is an operator drain
+//     (with a health checker: the checker's down);
 //   - a destination created anew (a rebuilt table: its counter went back
 //     below the one recorded when it left rotation, or the monitor saw it
 //     missing) keeps its record: a drain or a down mark stands, and its
@@ -92,45 +140,74 @@ type Reconciliation struct {
 //     the destination's new default weight (and it is managed again);
 //   - a drained or down destination still at 0 stays as it is.
 //
+// With a health checker (n.HealthChecker), the checker's own moves come
+// first (checked):
+//
+//   - a 0 lvs-monitor did not write is the checker's down, not an operator
+//     drain: Down, set by the health checker, until the checker puts the
+//     destination back;
+//   - a down destination (whoever's 0) back at a weight, or created anew,
+//     was put back by the checker: managed, slow start from the ramp's
+//     start towards its default weight (Returned), no new default;
+//   - a managed destination created anew, or set to a weight while in
+//     slow start, was re-added or re-enabled by the checker: its weight is
+//     the checker's, not a new default, and slow start runs (Returned) or
+//     goes on (RampGoesOn);
+//   - an operator's drain stands whatever the checker does; only lvsctl
+//     undrain ends it.
+//
 // known is false when the daemon has no record of the destination (new, or
 // the state file was missing or corrupt).
-func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int) Reconciliation {
+func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int, n Neighbour) Reconciliation {
 	kernelWeight := t.Weight
 	if !known {
-		if kernelWeight == 0 {
+		switch {
+		case kernelWeight == 0 && n.HealthChecker != "":
 			return Reconciliation{
-				Record:  DestRecord{State: DrainedByOperator, Counter: t.Counter},
+				Record:  DestRecord{State: Down, SetBy: ByHealthChecker, Counter: t.Counter},
+				Changed: true,
+				Reason:  fmt.Sprintf("weight 0 not set by lvs-monitor, in a service %s health-checks: down by the health checker until it puts the server back", n.HealthChecker),
+			}
+		case kernelWeight == 0:
+			return Reconciliation{
+				Record:  DestRecord{State: DrainedByOperator, SetBy: ByOperator, Counter: t.Counter},
 				Changed: true,
 				Reason:  "weight 0 not set by lvs-monitor: treated as an operator drain",
 			}
 		}
 		return Reconciliation{
-			Record:  DestRecord{State: Managed, Written: kernelWeight},
+			Record:  DestRecord{State: Managed, SetBy: ByTable, Written: kernelWeight},
 			Changed: true,
 			Reason:  "adopted at its kernel weight",
 		}
 	}
-	if rec.State == Managed && kernelWeight == rec.Written {
+	if rec.State == Managed && kernelWeight == rec.Written && !t.Missing {
 		return Reconciliation{Record: rec}
 	}
-	if rec.State != Managed && kernelWeight == 0 {
+	if rec.State != Managed && kernelWeight == 0 && !(t.Missing && n.HealthChecker != "" && rec.State == Down) {
 		return Reconciliation{Record: rec}
 	}
-	if why := anew(rec, t); why != "" {
+	why := anew(rec, t)
+	if n.HealthChecker != "" {
+		if res, ok := checked(rec, t, why, n); ok {
+			return res
+		}
+	}
+	if why != "" {
 		kept := rec
 		if rec.State != Managed {
 			kept.Counter = t.Counter // from now on, an undrain of this destination is an edit
 			return Reconciliation{Record: kept, Changed: true, Anew: true,
 				Reason: fmt.Sprintf("created anew at weight %d (%s): still %s, its weight goes back to 0", kernelWeight, why, rec.State)}
 		}
-		kept.Written = kernelWeight
+		kept.Written, kept.SetBy = kernelWeight, ByTable
 		return Reconciliation{Record: kept, Changed: true, Anew: true,
-			Reason: fmt.Sprintf("created anew at weight %d (%s): adopted at it, its default weight unchanged", kernelWeight, why)}
+			Reason: fmt.Sprintf("created anew at weight %d (%s): adopted at it, its default weight unchanged, slow start", kernelWeight, why)}
 	}
 	// Someone else wrote the weight.
 	if kernelWeight == 0 {
 		return Reconciliation{
-			Record:  DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter},
+			Record:  DestRecord{State: DrainedByOperator, SetBy: ByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter},
 			Changed: true,
 			Reason:  fmt.Sprintf("weight set to 0 by another tool (lvs-monitor wrote %d): drained by operator", rec.Written),
 		}
@@ -145,6 +222,7 @@ func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int) 
 	return Reconciliation{
 		Record: DestRecord{
 			State:            Managed,
+			SetBy:            ByOperator,
 			Written:          kernelWeight,
 			DefaultOverride:  kernelWeight,
 			OverriddenConfig: configuredDefault,
@@ -152,6 +230,50 @@ func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int) 
 		Changed: true,
 		Reason:  reason,
 	}
+}
+
+// checked applies the health checker's rules (Reconcile) to a destination
+// whose weight or presence changed; why is anew's finding. It reports
+// false when none applies: the change is an edit, as without a checker.
+func checked(rec DestRecord, t TableEntry, why string, n Neighbour) (Reconciliation, bool) {
+	hc, w := n.HealthChecker, t.Weight
+	how := fmt.Sprintf("set to %d by the health checker (%s)", w, hc)
+	if why != "" {
+		how = fmt.Sprintf("re-added at %d by the health checker (%s; %s)", w, hc, why)
+	}
+	switch {
+	case rec.State == DrainedByOperator:
+		kept := rec
+		kept.Counter = t.Counter
+		return Reconciliation{Record: kept, Changed: true, Anew: true,
+			Reason: how + ": still drained by the operator (lvsctl undrain ends a drain), its weight goes back to 0"}, true
+	case w == 0 && rec.State == Managed:
+		down := rec
+		down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByHealthChecker, 0, rec.Written, t.Counter
+		return Reconciliation{Record: down, Changed: true, Anew: why != "",
+			Reason: fmt.Sprintf("%s (lvs-monitor wrote %d): down by the health checker, not an operator drain; left at 0 until it puts the server back", how, rec.Written)}, true
+	case w == 0: // down already, created anew at 0: the checker's down now
+		down := rec
+		down.SetBy, down.Counter = ByHealthChecker, t.Counter
+		return Reconciliation{Record: down, Changed: true, Anew: true,
+			Reason: how + ": down by the health checker until it puts the server back"}, true
+	case rec.State == Down:
+		up := rec
+		up.State, up.SetBy, up.Written, up.RestoreWeight, up.Counter = Managed, ByHealthChecker, w, 0, 0
+		return Reconciliation{Record: up, Changed: true, Anew: true, Returned: true,
+			Reason: how + ": back in rotation, slow start from the ramp's start to its default weight"}, true
+	case why != "":
+		up := rec
+		up.SetBy, up.Written = ByHealthChecker, w
+		return Reconciliation{Record: up, Changed: true, Anew: true, Returned: true,
+			Reason: how + ": slow start from the ramp's start to its default weight, which stays"}, true
+	case n.Ramping:
+		up := rec
+		up.SetBy, up.Written = ByHealthChecker, w
+		return Reconciliation{Record: up, Changed: true, Anew: true, RampGoesOn: true,
+			Reason: how + " during slow start: taken for its re-enable, not a new default; the ramp goes on"}, true
+	}
+	return Reconciliation{}, false
 }
 
 // anew says why a destination was created anew since rec was made, or ""
@@ -170,13 +292,24 @@ func anew(rec DestRecord, t TableEntry) string {
 // remembers of it: the controller starts from the kernel weight the first
 // time it sees the server or when someone else set the weight, and a
 // server put back into rotation — by an operator, or created anew — starts
-// slow start at now.
-func ReconcileServer(rec DestRecord, known bool, t TableEntry, configuredDefault int, st *ServerState, now time.Time) Reconciliation {
-	res := Reconcile(rec, known, t, configuredDefault)
+// slow start at now. healthChecker is the service's (Neighbour). A server
+// the health checker put back starts slow start at now towards its default
+// weight, not the checker's; one it re-enabled mid-ramp keeps its ramp.
+func ReconcileServer(rec DestRecord, known bool, t TableEntry, configuredDefault int, healthChecker string, st *ServerState, now time.Time) Reconciliation {
+	res := Reconcile(rec, known, t, configuredDefault, Neighbour{HealthChecker: healthChecker, Ramping: !st.RampStart.IsZero()})
 	if !res.Changed {
 		if !st.CtrlSet {
 			st.Ctrl, st.CtrlSet = float64(t.Weight), true
 		}
+		return res
+	}
+	switch {
+	case res.RampGoesOn:
+		return res
+	case res.Returned:
+		// The checker's weight is not the target: the default weight is.
+		st.Ctrl, st.CtrlSet = float64(res.Record.DefaultWeight(configuredDefault)), true
+		st.RampStart = now
 		return res
 	}
 	st.Ctrl, st.CtrlSet = float64(t.Weight), true
@@ -196,7 +329,7 @@ func Drain(rec DestRecord, known bool, t TableEntry) Decision {
 		return d // already drained
 	}
 	kernelWeight := t.Weight
-	d.Record = DestRecord{State: DrainedByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter}
+	d.Record = DestRecord{State: DrainedByOperator, SetBy: ByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter}
 	d.RecordChanged = true
 	d.To, d.Write = 0, kernelWeight != 0
 	d.Reason = "drained by operator (lvsctl)"
@@ -212,7 +345,7 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 	to := rampWeight(float64(def), SlowStartFactor(0, av.SlowStart, av.SlowStartFloor), minWeight)
 	d := NewDecision(KindOperator, kernelWeight, rec)
 	d.To, d.Write = to, true
-	d.Record = DestRecord{State: Managed, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
+	d.Record = DestRecord{State: Managed, SetBy: ByOperator, Written: to, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig}
 	d.RecordChanged = true
 	d.Reason = fmt.Sprintf("undrained by operator (lvsctl) to default weight %d", def)
 	d.OnWrite = Commit{SetCtrl: true, Ctrl: float64(def), StartRamp: to != def}
@@ -241,7 +374,7 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 	switch {
 	case o.Probed && o.ProbeErr != nil && rec.State == Managed && (!o.ProbeTimedOut || st.Fails >= max(av.Fall, 1)):
 		down := rec
-		down.State, down.Written, down.RestoreWeight, down.Counter = Down, 0, o.Kernel, o.Counter
+		down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByMonitor, 0, o.Kernel, o.Counter
 		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
 		d.Reason = fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr)
 		return true
@@ -252,6 +385,8 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 		return true
 	case !o.reachable():
 		return true
+	case rec.State == Down && rec.SetBy == ByHealthChecker:
+		return true // the checker took it out; it puts it back (Reconcile)
 	case rec.State == Down && st.Passes >= max(av.Rise, 1):
 		full := rec.RestoreWeight
 		if full <= 0 {
@@ -259,7 +394,7 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 		}
 		to := rampWeight(float64(full), ramp, p.Weight.Min)
 		up := rec
-		up.State, up.Written, up.RestoreWeight, up.Counter = Managed, to, 0, 0
+		up.State, up.SetBy, up.Written, up.RestoreWeight, up.Counter = Managed, ByMonitor, to, 0, 0
 		st.Ctrl = float64(full)
 		d.Write, d.To, d.Record, d.RecordChanged = true, to, up, true
 		// Name the weight written: under slow start it is the ramp's first

@@ -15,21 +15,21 @@ func TestReconcile(t *testing.T) {
 		wantRec     DestRecord
 		wantChanged bool
 	}{
-		{"new at weight: adopted", DestRecord{}, false, 10, 10, DestRecord{State: Managed, Written: 10}, true},
-		{"new at 0: operator drain", DestRecord{}, false, 0, 10, DestRecord{State: DrainedByOperator}, true},
+		{"new at weight: adopted", DestRecord{}, false, 10, 10, DestRecord{State: Managed, SetBy: ByTable, Written: 10}, true},
+		{"new at 0: operator drain", DestRecord{}, false, 0, 10, DestRecord{State: DrainedByOperator, SetBy: ByOperator}, true},
 		{"managed, unchanged", DestRecord{State: Managed, Written: 12}, true, 12, 10, DestRecord{State: Managed, Written: 12}, false},
-		{"managed, zeroed by someone: drained", DestRecord{State: Managed, Written: 12}, true, 0, 10, DestRecord{State: DrainedByOperator}, true},
+		{"managed, zeroed by someone: drained", DestRecord{State: Managed, Written: 12}, true, 0, 10, DestRecord{State: DrainedByOperator, SetBy: ByOperator}, true},
 		{"managed, set to 30 by someone: new default", DestRecord{State: Managed, Written: 12}, true, 30, 10,
-			DestRecord{State: Managed, Written: 30, DefaultOverride: 30, OverriddenConfig: 10}, true},
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 30, DefaultOverride: 30, OverriddenConfig: 10}, true},
 		{"drained stays drained", DestRecord{State: DrainedByOperator}, true, 0, 10, DestRecord{State: DrainedByOperator}, false},
 		{"undrained by operator", DestRecord{State: DrainedByOperator}, true, 7, 10,
-			DestRecord{State: Managed, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, true},
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, true},
 		{"down stays down at 0", DestRecord{State: Down, RestoreWeight: 12}, true, 0, 10, DestRecord{State: Down, RestoreWeight: 12}, false},
 		{"down, set by operator", DestRecord{State: Down, RestoreWeight: 12}, true, 5, 10,
-			DestRecord{State: Managed, Written: 5, DefaultOverride: 5, OverriddenConfig: 10}, true},
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 5, DefaultOverride: 5, OverriddenConfig: 10}, true},
 	}
 	for _, tt := range tests {
-		got := Reconcile(tt.rec, tt.known, TableEntry{Weight: tt.kernel}, tt.cfg)
+		got := Reconcile(tt.rec, tt.known, TableEntry{Weight: tt.kernel}, tt.cfg, Neighbour{})
 		if got.Record != tt.wantRec || got.Changed != tt.wantChanged || got.Anew {
 			t.Errorf("%s: Reconcile = %+v changed=%v anew=%v, want %+v changed=%v", tt.name, got.Record, got.Changed, got.Anew, tt.wantRec, tt.wantChanged)
 		}
@@ -59,23 +59,25 @@ func TestReconcileTableRebuilt(t *testing.T) {
 		{"drained, seen missing: drain kept", drained, TableEntry{Weight: 10, Counter: 9000, Missing: true},
 			DestRecord{State: DrainedByOperator, Counter: 9000, DefaultOverride: 14, OverriddenConfig: 10}, true},
 		{"drained, counter where it was: an undrain", drained, TableEntry{Weight: 10, Counter: 5000},
-			DestRecord{State: Managed, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
 		{"drained, counter a little up (persistence): an undrain", drained, TableEntry{Weight: 7, Counter: 5003},
-			DestRecord{State: Managed, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, false},
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, false},
 		{"down, counter reset: still down", DestRecord{State: Down, RestoreWeight: 12, Counter: 80}, TableEntry{Weight: 10, Counter: 0},
 			DestRecord{State: Down, RestoreWeight: 12}, true},
 		{"managed, seen missing: adopted, no new default", DestRecord{State: Managed, Written: 7, DefaultOverride: 14, OverriddenConfig: 10},
-			TableEntry{Weight: 10, Missing: true}, DestRecord{State: Managed, Written: 10, DefaultOverride: 14, OverriddenConfig: 10}, true},
+			TableEntry{Weight: 10, Missing: true}, DestRecord{State: Managed, SetBy: ByTable, Written: 10, DefaultOverride: 14, OverriddenConfig: 10}, true},
+		{"managed, seen missing, back at the weight lvs-monitor wrote: created anew all the same (slow start)", DestRecord{State: Managed, Written: 10},
+			TableEntry{Weight: 10, Missing: true}, DestRecord{State: Managed, SetBy: ByTable, Written: 10}, true},
 		{"managed, counter lower but not seen missing: an edit (managed counters are not recorded)", DestRecord{State: Managed, Written: 7},
-			TableEntry{Weight: 10, Counter: 0}, DestRecord{State: Managed, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
+			TableEntry{Weight: 10, Counter: 0}, DestRecord{State: Managed, SetBy: ByOperator, Written: 10, DefaultOverride: 10, OverriddenConfig: 10}, false},
 	} {
-		got := Reconcile(tt.rec, true, tt.table, 10)
+		got := Reconcile(tt.rec, true, tt.table, 10, Neighbour{})
 		if got.Record != tt.wantRec || got.Anew != tt.wantAnew || !got.Changed || got.Reason == "" {
 			t.Errorf("%s: Reconcile = %+v anew=%v changed=%v %q, want %+v anew=%v", tt.name, got.Record, got.Anew, got.Changed, got.Reason, tt.wantRec, tt.wantAnew)
 		}
 	}
 	// Leaving rotation records the counter.
-	if got := Reconcile(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 0, Counter: 321}, 10); got.Record.Counter != 321 {
+	if got := Reconcile(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 0, Counter: 321}, 10, Neighbour{}); got.Record.Counter != 321 {
 		t.Errorf("drained by another tool: counter %d, want 321", got.Record.Counter)
 	}
 	if d := Drain(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 10, Counter: 55}); d.Record.Counter != 55 {
@@ -297,5 +299,151 @@ func TestFallAndRise(t *testing.T) {
 		if d.Write {
 			kernel = d.To
 		}
+	}
+}
+
+// TestReconcileHealthChecker: with a health checker (keepalived) writing
+// the same service, its moves are told from an operator's and from
+// lvs-monitor's own: its 0 is a down, not a drain; a drain stands over its
+// re-add or re-enable; a server it puts back is not given a new default
+// weight and is slow-started (Returned). One case per interaction
+// docs/keepalived.md lists.
+func TestReconcileHealthChecker(t *testing.T) {
+	ka := Neighbour{HealthChecker: "keepalived"}
+	ramping := Neighbour{HealthChecker: "keepalived", Ramping: true}
+	drained := DestRecord{State: DrainedByOperator, SetBy: ByOperator, Counter: 40}
+	for _, tt := range []struct {
+		name        string
+		rec         DestRecord
+		known       bool
+		table       TableEntry
+		cfg         int
+		n           Neighbour
+		wantRec     DestRecord
+		wantReturn  bool
+		wantGoesOn  bool
+		wantDefault int
+	}{
+		{"its 0 (inhibit_on_failure) before lvs-monitor saw the failure: down by the checker, not a drain",
+			DestRecord{State: Managed, SetBy: ByMonitor, Written: 10}, true, TableEntry{Weight: 0, Counter: 90}, 10, ka,
+			DestRecord{State: Down, SetBy: ByHealthChecker, RestoreWeight: 10, Counter: 90}, false, false, 10},
+		{"an unknown destination at 0 (no state file): the checker's down",
+			DestRecord{}, false, TableEntry{Weight: 0}, 10, ka,
+			DestRecord{State: Down, SetBy: ByHealthChecker}, false, false, 10},
+		{"drained, re-enabled at 10 by the checker (inhibit_on_failure: counter unchanged): the drain stands",
+			drained, true, TableEntry{Weight: 10, Counter: 40}, 10, ka, drained, false, false, 10},
+		{"drained, removed and re-added at 10 by the checker: the drain stands",
+			drained, true, TableEntry{Weight: 10, Counter: 0, Missing: true}, 10, ka,
+			DestRecord{State: DrainedByOperator, SetBy: ByOperator}, false, false, 10},
+		{"down by the checker, re-enabled at 10: back, slow start, no new default",
+			DestRecord{State: Down, SetBy: ByHealthChecker, RestoreWeight: 12, Counter: 90}, true, TableEntry{Weight: 10, Counter: 90}, 20, ka,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, true, false, 20},
+		{"down by lvs-monitor, removed and re-added at 10 by the checker: back, slow start",
+			DestRecord{State: Down, SetBy: ByMonitor, RestoreWeight: 10, Counter: 90}, true, TableEntry{Weight: 10, Counter: 0, Missing: true}, 10, ka,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, true, false, 10},
+		{"down by lvs-monitor, re-enabled at 10 by the checker (inhibit_on_failure): back, slow start, no new default",
+			DestRecord{State: Down, SetBy: ByMonitor, RestoreWeight: 10, Counter: 90}, true, TableEntry{Weight: 10, Counter: 90}, 10, ka,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, true, false, 10},
+		{"managed, removed by the checker before lvs-monitor marked it down, re-added at its weight: slow start",
+			DestRecord{State: Managed, SetBy: ByMonitor, Written: 10}, true, TableEntry{Weight: 10, Missing: true}, 10, ka,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, true, false, 10},
+		{"different weights in the two files (lvs-monitor 20, keepalived 10): re-added at 10, the default stays 20",
+			DestRecord{State: Managed, SetBy: ByMonitor, Written: 18}, true, TableEntry{Weight: 10, Missing: true}, 20, ka,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, true, false, 20},
+		{"the checker re-enables at 10 a server lvs-monitor is ramping: the ramp goes on, no new default",
+			DestRecord{State: Managed, SetBy: ByMonitor, Written: 2}, true, TableEntry{Weight: 10, Counter: 5}, 20, ramping,
+			DestRecord{State: Managed, SetBy: ByHealthChecker, Written: 10}, false, true, 20},
+		{"an edit to 7 outside slow start is still an operator's: new default",
+			DestRecord{State: Managed, SetBy: ByMonitor, Written: 10}, true, TableEntry{Weight: 7, Counter: 5}, 10, ka,
+			DestRecord{State: Managed, SetBy: ByOperator, Written: 7, DefaultOverride: 7, OverriddenConfig: 10}, false, false, 7},
+		{"down by lvs-monitor, re-added at 0 (keepalived restarted, its check failing): the checker's down now",
+			DestRecord{State: Down, SetBy: ByMonitor, RestoreWeight: 10, Counter: 90}, true, TableEntry{Weight: 0, Missing: true}, 10, ka,
+			DestRecord{State: Down, SetBy: ByHealthChecker, RestoreWeight: 10}, false, false, 10},
+	} {
+		got := Reconcile(tt.rec, tt.known, tt.table, tt.cfg, tt.n)
+		if got.Record != tt.wantRec || got.Returned != tt.wantReturn || got.RampGoesOn != tt.wantGoesOn || !got.Changed || got.Reason == "" {
+			t.Errorf("%s:\n Reconcile = %+v returned=%v goesOn=%v changed=%v %q\n want        %+v returned=%v goesOn=%v",
+				tt.name, got.Record, got.Returned, got.RampGoesOn, got.Changed, got.Reason, tt.wantRec, tt.wantReturn, tt.wantGoesOn)
+		}
+		if d := got.Record.DefaultWeight(tt.cfg); d != tt.wantDefault {
+			t.Errorf("%s: default weight %d, want %d", tt.name, d, tt.wantDefault)
+		}
+		if got.Record.State == DrainedByOperator && tt.rec.State != DrainedByOperator {
+			t.Errorf("%s: the health checker's move recorded as an operator drain", tt.name)
+		}
+	}
+	// Unchanged: the checker's down still at 0, a drain at 0, the monitor's weight.
+	for _, rec := range []DestRecord{{State: Down, SetBy: ByHealthChecker}, drained, {State: Managed, SetBy: ByMonitor, Written: 9}} {
+		w := rec.Written
+		if got := Reconcile(rec, true, TableEntry{Weight: w, Counter: 40}, 10, ka); got.Changed {
+			t.Errorf("%+v at %d: changed: %q", rec, w, got.Reason)
+		}
+	}
+	// Without a health checker the same 0 is an operator drain, and a
+	// re-enable of a drained server an undrain (why the key exists).
+	if got := Reconcile(DestRecord{State: Managed, Written: 10}, true, TableEntry{Weight: 0}, 10, Neighbour{}); got.Record.State != DrainedByOperator {
+		t.Errorf("no checker, 0: %+v, want drained", got.Record)
+	}
+	if got := Reconcile(drained, true, TableEntry{Weight: 10, Counter: 40}, 10, Neighbour{}); got.Record.State != Managed {
+		t.Errorf("no checker, drained re-enabled: %+v, want managed (an undrain)", got.Record)
+	}
+}
+
+// TestReconcileServerReturned: a server the health checker put back starts
+// slow start now, towards its default weight (not the checker's); one it
+// re-enables during a ramp keeps the ramp; the cycle's decision then writes
+// the ramp's first step, not the checker's weight.
+func TestReconcileServerReturned(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	st := &ServerState{Ctrl: 3, CtrlSet: true}
+	res := ReconcileServer(DestRecord{State: Down, SetBy: ByHealthChecker, Counter: 9}, true, TableEntry{Weight: 10, Counter: 9}, 20, "keepalived", st, t0)
+	if !res.Returned || st.Ctrl != 20 || !st.RampStart.Equal(t0) {
+		t.Fatalf("returned: %+v ctrl %v ramp start %v", res, st.Ctrl, st.RampStart)
+	}
+	e, err := NewEngine(Params{Weight: WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
+		Availability: Availability{SlowStart: 30 * time.Second, SlowStartFloor: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Observed{Record: res.Record, Configured: 20, Kernel: 10, NewConns: -1, Probed: true, Polled: true}
+	d := NewDecision(KindCycle, 10, o.Record)
+	d.Trace.Load = 0.95
+	e.decide(&o, st, &d, false, t0)
+	if !d.Write || d.To != 2 || d.Record.SetBy != ByMonitor {
+		t.Errorf("first cycle after the checker's return: write %v to %d set by %q, want 2 (20 × floor 0.1) by lvs-monitor (%s)", d.Write, d.To, d.Record.SetBy, d.Reason)
+	}
+
+	// Re-enabled at 10 during the ramp: neither the ramp nor the target moves.
+	t1 := t0.Add(9 * time.Second)
+	st = &ServerState{Ctrl: 20, CtrlSet: true, RampStart: t0}
+	res = ReconcileServer(DestRecord{State: Managed, SetBy: ByMonitor, Written: 6}, true, TableEntry{Weight: 10, Counter: 50}, 20, "keepalived", st, t1)
+	if !res.RampGoesOn || st.Ctrl != 20 || !st.RampStart.Equal(t0) || res.Record.DefaultWeight(20) != 20 {
+		t.Errorf("re-enabled during the ramp: %+v ctrl %v ramp start %v", res, st.Ctrl, st.RampStart)
+	}
+	// Created anew without a checker: slow start too (from the kernel's weight).
+	st = &ServerState{Ctrl: 10, CtrlSet: true}
+	res = ReconcileServer(DestRecord{State: Managed, SetBy: ByMonitor, Written: 10}, true, TableEntry{Weight: 10, Missing: true}, 10, "", st, t1)
+	if !res.Anew || !st.RampStart.Equal(t1) {
+		t.Errorf("created anew at its own weight, no checker: %+v ramp start %v, want slow start", res, st.RampStart)
+	}
+}
+
+// TestCheckerDownNotRestoredByProbe: lvs-monitor gives back the weight of
+// a server it took down when its probes answer again, but not of one the
+// health checker took out: the checker puts that one back.
+func TestCheckerDownNotRestoredByProbe(t *testing.T) {
+	p := WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1}
+	st := &ServerState{Ctrl: 10, CtrlSet: true}
+	d := decideOne(t, p, DestRecord{State: Down, SetBy: ByHealthChecker, RestoreWeight: 10}, 0, Observation{ProbeOK: true}, st, 0)
+	if d.Write || d.Record.State != Down {
+		t.Errorf("checker's down, probe answering: write %v to %d state %s, want left at 0", d.Write, d.To, d.Record.State)
+	}
+	o := Observed{Record: DestRecord{State: Down, SetBy: ByHealthChecker}, Probed: true}
+	if v := d.Verdict(Params{}, &o); v == "" || v[:5] != "taken" {
+		t.Errorf("verdict %q", v)
+	}
+	d = decideOne(t, p, DestRecord{State: Down, SetBy: ByMonitor, RestoreWeight: 10}, 0, Observation{ProbeOK: true}, st, 0)
+	if !d.Write || d.To != 10 || d.Record.SetBy != ByMonitor {
+		t.Errorf("lvs-monitor's down, probe answering: write %v to %d set by %q, want 10 by lvs-monitor", d.Write, d.To, d.Record.SetBy)
 	}
 }

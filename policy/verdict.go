@@ -20,6 +20,8 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 		return d.Reason
 	case o.Record.State == DrainedByOperator:
 		return "drained by the operator: not touched"
+	case o.Record.State == Down && o.Record.SetBy == ByHealthChecker:
+		return "taken out of rotation by the health checker: weight 0 until it puts the server back"
 	case tr.Frozen:
 		return "service frozen (fail static): too many servers unreachable at once; weight left as it was"
 	case o.Probed && o.ProbeErr != nil && o.Record.State == Managed:

@@ -5,7 +5,7 @@
 #   vmtest/run.sh [LIST...]      LIST defaults to vmtest/tests.list
 #
 # Steps: (a) install what is missing (qemu-system-x86, busybox-static, ipvsadm,
-# and kmod/iproute2 if the host lacks them); (b) fetch the Debian cloud kernel
+# and kmod/iproute2 if the host lacks them; keepalived when a list names it); (b) fetch the Debian cloud kernel
 # package once into vmtest/cache/; (c) build an initramfs in vmtest/out/ with
 # busybox, the IPVS modules, ipvsadm, ip and the listed tests; (d) boot it with
 # a hard timeout, streaming the guest console; (e) exit 0 only if every guest
@@ -70,6 +70,15 @@ dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'
 [ -x /usr/sbin/depmod ] || [ -x /sbin/depmod ] || need+=(kmod)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || [ -x /usr/bin/ip ] || need+=(iproute2)
 command -v cpio >/dev/null || need+=(cpio)
+# keepalived only for a list that runs it (e2e-keepalived.sh): its libraries
+# add megabytes to the initramfs every other run would unpack for nothing.
+want_keepalived=0
+for list in "${lists[@]}"; do
+	[ -r "$list" ] && grep -v '^[[:space:]]*#' "$list" | grep -q keepalived && want_keepalived=1
+done
+if [ "$want_keepalived" = 1 ] && ! [ -x /usr/sbin/keepalived ] && ! command -v keepalived >/dev/null; then
+	need+=(keepalived)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	[ "$(id -u)" = 0 ] || die "missing packages: ${need[*]} (run as root, or apt-get install them)"
 	log "installing: ${need[*]}"
@@ -168,6 +177,11 @@ copy_with_libs() { # copy_with_libs HOST_BINARY GUEST_PATH
 copy_with_libs "$(command -v dash)" /bin/sh
 copy_with_libs "$(command -v ipvsadm)" /sbin/ipvsadm
 copy_with_libs "$(command -v ip)" /sbin/ip
+if [ "$want_keepalived" = 1 ]; then
+	ka=$(command -v keepalived || echo /usr/sbin/keepalived)
+	[ -x "$ka" ] || die "keepalived missing after installing it"
+	copy_with_libs "$ka" /usr/sbin/keepalived
+fi
 rm -f "$stage/bin/ip" "$stage/usr/bin/ip" "$stage/usr/sbin/ip" # busybox ip, if any
 for f in services protocols; do [ -r "/etc/$f" ] && cp "/etc/$f" "$stage/etc/"; done
 echo 'root:x:0:0:root:/root:/bin/sh' >"$stage/etc/passwd"
