@@ -62,6 +62,10 @@ type monitorPolicy struct {
 	// common divisor of the interval and the check period) and calls
 	// Cycle at nextCycle, Guard at nextGuard in between.
 	tick, nextCycle, nextGuard float64
+	// For diagnostics (tests): dryRun runs the monitor without writing
+	// weights, onCycle receives every cycle's report.
+	dryRun  bool
+	onCycle func(now float64, rep monitor.CycleReport)
 }
 
 func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
@@ -103,7 +107,7 @@ func (p *monitorPolicy) Start(r *run) error {
 		Prober: p.pr,
 		Store:  &memStore{},
 		Now:    r.simTime,
-	}, false)
+	}, p.dryRun)
 	if err != nil {
 		return err
 	}
@@ -119,7 +123,11 @@ func (p *monitorPolicy) Tick(r *run) {
 		p.nextCycle = r.now + p.cfg.Interval.Seconds()
 		p.nextGuard = r.now + p.cfg.Guard.Check.Seconds()
 		p.pr.measure()
-		_, err = p.m.Cycle(context.Background())
+		var rep monitor.CycleReport
+		rep, err = p.m.Cycle(context.Background())
+		if p.onCycle != nil {
+			p.onCycle(r.now, rep)
+		}
 	case p.cfg.Guard.Enabled() && r.now+eps >= p.nextGuard:
 		p.nextGuard = r.now + p.cfg.Guard.Check.Seconds()
 		_, err = p.m.Guard(context.Background())

@@ -20,6 +20,7 @@ const (
 	evEstimator
 	evScenario
 	evSample
+	evDiskDepart // a request's I/O is done: on to the CPU (disk.go)
 )
 
 // event is one entry of the event queue, keyed by (time, seq): simultaneous
@@ -46,6 +47,8 @@ type agentState struct {
 	report   agent.Report
 	lastBusy float64
 	lastT    float64
+	// the disk's busy integral at the last sample (disk.go)
+	lastDiskBusy float64
 	// the agent's running CPU totals (agent.CPUTime) since it started
 	totals agent.CPUTime
 }
@@ -112,6 +115,7 @@ func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy)
 	}
 	for i, s := range sc.Servers {
 		r.srv = append(r.srv, newServer(s))
+		r.srv[i].disk = newDisk(sc, s)
 		r.agentR = append(r.agentR, newRand(seed, streamAgent+uint64(i)))
 		r.probeR = append(r.probeR, newRand(seed, streamProbe+uint64(i)))
 	}
@@ -165,7 +169,7 @@ func (r *run) updateIdeal() {
 	caps := make([]float64, len(r.sc.Servers))
 	for k := range caps {
 		if s := r.srv[k]; !s.down && !r.drained[k] {
-			caps[k] = s.capacity
+			caps[k] = r.trueCapacity(k) // the CPU's, or the disk's when it is the bottleneck
 		}
 	}
 	r.idealCur = idealIntegerWeights(caps)
@@ -216,11 +220,14 @@ func (r *run) arrive(i int) {
 		r.addInactive(k, r.sc.Director.Linger.Seconds())
 		return
 	}
-	s.advance(r.now)
-	s.push(r.st.Demand[i], i)
 	if k < len(r.dests) {
 		r.dests[k].Active++
 	}
+	if r.startIO(k, i) {
+		return // on the disk first (disk.go)
+	}
+	s.advance(r.now)
+	s.push(r.st.Demand[i], i)
 	r.reschedule(k)
 }
 
@@ -258,6 +265,7 @@ func (r *run) applyEvent(i int) {
 				r.addInactive(k, r.sc.Director.Linger.Seconds())
 			}
 			s.jobs = s.jobs[:0]
+			r.failDisk(k)
 			s.down = true
 		}
 	case EvRecover:
@@ -276,9 +284,12 @@ func (r *run) applyEvent(i int) {
 		s.agentDown = true
 	case EvAgentUp:
 		s.agentDown = false
+	case EvDiskDegrade, EvMemory:
+		applyResourceEvent(s, e)
 	}
 	s.recompute()
 	r.reschedule(k)
+	r.syncDisk(k)
 	if r.pool != nil {
 		r.updatePool()
 	}
@@ -307,18 +318,20 @@ func (r *run) agentSample(k int) {
 		n := float64(len(s.jobs))
 		conns := float64(r.dests[k].Active + r.dests[k].Inactive)
 		procs := (n + s.background*s.spec.Cores) / s.spec.Cores
+		mem, disk, ioBusy := r.resourceLoads(k, a, conns)
 		a.report = agent.Report{
 			Schema:    agent.SchemaVersion,
 			Time:      r.simTime(),
 			Source:    "sim",
 			CPU:       clampLoad(cpu+sigma*nz[0], 1),
-			Memory:    clampLoad(r.sc.Agent.MemoryBase+r.sc.Agent.MemoryPerConn*conns+sigma*nz[1], 1),
-			Disk:      clampLoad(r.sc.Agent.Disk+sigma*nz[2], 1),
+			Memory:    clampLoad(mem+sigma*nz[1], 1),
+			Disk:      clampLoad(disk+sigma*nz[2], 1),
 			Processes: clampLoad(procs+sigma*nz[3], agent.MaxLoad),
 		}
 		a.report.Raw.CPUBusy = a.report.CPU
 		a.report.Raw.CPUs = s.spec.Cores
 		a.report.Raw.WindowSeconds = r.now - a.lastT
+		fillResourceRaw(&a.report.Raw, s, mem, ioBusy)
 		a.totals.Add(a.report.CPU, a.report.Raw.WindowSeconds)
 		t := a.totals
 		if !r.sc.Agent.NoCPUTime {
@@ -331,6 +344,7 @@ func (r *run) agentSample(k int) {
 	}
 	a.started = true
 	a.lastBusy, a.lastT = s.busyInt, r.now
+	a.lastDiskBusy = r.diskBusyInt(k)
 }
 
 func clampLoad(v, hi float64) float64 { return math.Max(0, math.Min(hi, v)) }
@@ -417,6 +431,10 @@ func (r *run) loop() error {
 		case evSample:
 			r.sample()
 			r.schedule(r.now+r.sampleDt, evSample, 0, 0)
+		case evDiskDepart:
+			if d := r.srv[e.k].disk; d != nil && e.ver == d.ver {
+				r.diskDepart(int(e.k))
+			}
 		}
 	}
 	if r.firstErr != nil {

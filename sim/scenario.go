@@ -63,6 +63,12 @@ type Workload struct {
 	Alpha      float64       `toml:"alpha"`     // pareto shape, default 1.2
 	MaxRatio   float64       `toml:"max_ratio"` // pareto upper/lower bound, default 1000
 
+	// IOMeanDemand is each request's mean I/O demand, disk work in time
+	// at disk speed 1, done before its CPU demand (disk.go); 0 = no I/O,
+	// no disks. IODemand is its distribution (default "exp").
+	IOMeanDemand time.Duration `toml:"io_mean_demand"`
+	IODemand     string        `toml:"io_demand"`
+
 	Wave      Wave      `toml:"wave"`
 	Bursts    Bursts    `toml:"bursts"`
 	Keepalive Keepalive `toml:"keepalive"`
@@ -139,6 +145,9 @@ type ServerSpec struct {
 	// baseline and the monitor's default weight. Default: proportional to
 	// the nominal capacity, 10 for the smallest server.
 	Weight int `toml:"weight"`
+	// Disk is the disk's speed (disk work per second, 1 = reference
+	// disk); default 1 when the workload does I/O, and only then allowed.
+	Disk float64 `toml:"disk"`
 }
 
 // Capacity returns the nominal capacity cores·speed.
@@ -152,7 +161,10 @@ type EventSpec struct {
 	// it), "speed" (Factor of the nominal speed: 0.5 = degraded to half,
 	// 1 = restored), "fail", "recover", "drain" (the operator writes weight
 	// 0), "undrain" (the operator writes Weight, default the server's
-	// configured weight), "agent_down", "agent_up".
+	// configured weight), "agent_down", "agent_up", "disk_degrade"
+	// (Factor of the nominal disk speed), "memory" (a squeeze: Factor =
+	// share of time requests make progress, Fraction = memory used as
+	// reported; disk.go).
 	Kind     string  `toml:"kind"`
 	Fraction float64 `toml:"fraction"`
 	Factor   float64 `toml:"factor"`
@@ -354,6 +366,7 @@ func (sc *Scenario) Check() error {
 			bad("server %q: weight must be from 1 to 6553 (scale 10 must stay within the kernel's 65535)", s.Name)
 		}
 	}
+	errs = append(errs, sc.checkResources()...)
 	sort.SliceStable(sc.Events, func(i, j int) bool { return sc.Events[i].At < sc.Events[j].At })
 	for i := range sc.Events {
 		e := &sc.Events[i]
@@ -382,6 +395,10 @@ func (sc *Scenario) Check() error {
 				bad("event %d: undrain weight must be from 1 to 65535", i)
 			}
 		case EvFail, EvRecover, EvDrain, EvAgentDown, EvAgentUp:
+		case EvDiskDegrade, EvMemory:
+			if err := sc.checkResourceEvent(e); err != nil {
+				bad("event %d: %w", i, err)
+			}
 		default:
 			bad("event %d: unknown kind %q", i, e.Kind)
 		}
@@ -416,6 +433,8 @@ func (sc *Scenario) EventLabel(i int) string {
 		arg = fmt.Sprintf(" %.0f%%", e.Fraction*100)
 	case EvSpeed:
 		arg = fmt.Sprintf(" ×%g", e.Factor)
+	case EvDiskDegrade, EvMemory:
+		arg = resourceLabel(e)
 	}
 	return fmt.Sprintf("%s%s %s@%gs", e.Kind, arg, e.Server, e.At.Seconds())
 }

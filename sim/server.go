@@ -35,17 +35,28 @@ type server struct {
 	ver  uint64         // departure-event version; stale events are skipped
 
 	busyInt float64 // ∫ busy fraction dt, the agent's CPU counter
+
+	// Resources besides the CPU (disk.go): the server's disk, a PS queue
+	// each request visits before its CPU (nil when the workload does no
+	// I/O); the disk's degrade factor; the memory squeeze's thrash factor
+	// (1 = none: the share of time a request on the CPU makes progress,
+	// the rest stalled on page faults, which is not CPU busy) and the
+	// memory used fraction the agent reports during the squeeze.
+	disk       *server
+	diskFactor float64
+	thrash     float64
+	memoryUsed float64
 }
 
 func newServer(spec ServerSpec) *server {
-	s := &server{spec: spec, speedFactor: 1}
+	s := &server{spec: spec, speedFactor: 1, diskFactor: 1, thrash: 1}
 	s.recompute()
 	return s
 }
 
 // recompute derives the rates from the server's current condition.
 func (s *server) recompute() {
-	se := s.spec.Speed * s.speedFactor
+	se := s.spec.Speed * s.speedFactor * s.thrash
 	s.perJob = se
 	s.full = s.spec.Cores * se
 	s.capacity = s.full * (1 - s.background)
@@ -72,7 +83,7 @@ func (s *server) busy(n int) float64 {
 	if s.down || s.full <= 0 {
 		return 0
 	}
-	return s.bgBusy + math.Min(float64(n)*s.perJob, s.capacity)/s.full
+	return s.bgBusy + s.thrash*math.Min(float64(n)*s.perJob, s.capacity)/s.full
 }
 
 // advance brings v and the busy integral up to time t.

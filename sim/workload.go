@@ -11,6 +11,7 @@ type Stream struct {
 	Arrive []float64 // arrival time, seconds, ascending
 	Demand []float64 // work, seconds at speed 1
 	Idle   []float32 // keep-alive idle time after the response, seconds (0: closes at once)
+	IO     []float64 // I/O work, seconds at disk speed 1, done before the CPU's; nil without I/O (disk.go)
 }
 
 // Len is the number of requests.
@@ -132,5 +133,6 @@ func NewStream(sc *Scenario, seed uint64) *Stream {
 		st.Demand = append(st.Demand, dem)
 		st.Idle = append(st.Idle, float32(idle))
 	}
+	st.IO = ioDemands(sc, seed, st.Len())
 	return st
 }
