@@ -175,6 +175,23 @@ func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p W
 	return int(clamp(math.Round(float64(def)*f), float64(p.Min), ipvs.MaxWeight)), st
 }
 
+// UpperBoundWeight is AnchoredWeight for a factor that is only an upper
+// bound: the server was busy while another server of its service was
+// lightly loaded, so the median it was compared with is a lower bound
+// (AnchorFactors) and its true factor is at most f. Such a factor may cut
+// the server's weight but never raise a server that is off its default
+// weight, nor bring it back: being as capable as an idle server's lower
+// bound shows nothing (a hogged server at weight 1 that served a burst of
+// queued connections would otherwise flap back to its default). ok is false
+// when the weight and state are kept.
+func UpperBoundWeight(def int, f float64, saturatedAlone bool, current int, st AnchorState, p WeightParams) (w int, next AnchorState, ok bool) {
+	w, next = AnchoredWeight(def, f, saturatedAlone, st, p)
+	if st.Deviating && w > current {
+		return 0, st, false
+	}
+	return w, next, true
+}
+
 // CapacityState is the capacity controller's memory of one server.
 type CapacityState struct {
 	Est  float64 // smoothed capacity estimate (connections served per unit of CPU)
@@ -201,6 +218,10 @@ type CapacityStep struct {
 	// SaturatedAlone: busy at least weight.saturation while the service's
 	// median is not (SaturatedAlone).
 	SaturatedAlone bool
+	// UpperBoundKept: Factor is only an upper bound (another server of the
+	// service is lightly loaded) and would have raised a server that is off
+	// its default weight, so the weight is kept (UpperBoundWeight).
+	UpperBoundKept bool
 	// CPU is the busy fraction the estimate used; Estimate the smoothed
 	// capacity after this cycle (0: none yet).
 	CPU, Estimate float64
@@ -278,6 +299,10 @@ func (capacityController) Measure(p WeightParams, servers []Server, follower boo
 		}
 	}
 	if p.Anchor > 0 {
+		lowerBoundMedian := false
+		for _, pr := range peers {
+			lowerBoundMedian = lowerBoundMedian || pr.Idle
+		}
 		for i, f := range AnchorFactors(peers) {
 			o, cs := servers[i].Obs, &servers[i].State.Capacity
 			steps[i].Factor = f
@@ -285,7 +310,15 @@ func (capacityController) Measure(p WeightParams, servers []Server, follower boo
 			if !cs.AnchorSet { // a start, a takeover: a server off its default was moved there
 				cs.Anchor, cs.AnchorSet = AnchorState{Deviating: o.Kernel != def}, true
 			}
-			if !math.IsNaN(f) {
+			switch {
+			case math.IsNaN(f):
+			case lowerBoundMedian && !peers[i].Idle:
+				if w, next, ok := UpperBoundWeight(def, f, steps[i].SaturatedAlone, o.Kernel, cs.Anchor, p); ok {
+					steps[i].Weight, cs.Anchor = w, next
+				} else {
+					steps[i].UpperBoundKept = true
+				}
+			default:
 				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].SaturatedAlone, cs.Anchor, p)
 			}
 		}

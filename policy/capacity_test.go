@@ -217,3 +217,79 @@ func TestDecideCapacityRampWithoutDecision(t *testing.T) {
 		}
 	}
 }
+
+func TestUpperBoundWeight(t *testing.T) {
+	p := WeightParams{Anchor: 0.15, Confirm: 3, Min: 1}
+	at := AnchorState{}
+	off := AnchorState{Deviating: true}
+	for _, tt := range []struct {
+		name    string
+		f       float64
+		satAl   bool
+		current int
+		st      AnchorState
+		want    int
+		wantSt  AnchorState
+		wantOK  bool
+	}{
+		// the flap this prevents: cut to 1, as capable as the idle peers'
+		// lower bound — kept at 1, still off its default
+		{"off, back within the anchor: kept", 1.0, false, 1, off, 0, off, false},
+		{"off, raised to 10·0.6: kept", 0.6, false, 1, off, 0, off, false},
+		// cutting further is what an upper bound can show: 10·0.05 → min 1
+		{"off, cut further", 0.05, true, 4, off, 1, off, true},
+		{"off, same weight", 0.4, false, 4, off, 4, off, true},
+		// at the default a cut is counted and confirmed as usual
+		{"at the default, within", 1.0, false, 10, at, 10, at, true},
+		{"at the default, saturated alone: cut at once", 0.3, true, 10, at, 3, off, true},
+		{"at the default, first beyond", 0.5, false, 10, at, 10, AnchorState{Beyond: 1}, true},
+	} {
+		got, st, ok := UpperBoundWeight(10, tt.f, tt.satAl, tt.current, tt.st, p)
+		if got != tt.want || st != tt.wantSt || ok != tt.wantOK {
+			t.Errorf("%s: UpperBoundWeight(10, %v, %v, %d, %+v) = %d, %+v, %v; want %d, %+v, %v",
+				tt.name, tt.f, tt.satAl, tt.current, tt.st, got, st, ok, tt.want, tt.wantSt, tt.wantOK)
+		}
+	}
+}
+
+// TestCapacityHoggedAmongIdle: a hogged server cut to weight 1 still has
+// the estimate it built at weight 10 (11 per CPU, smoothed: 0.85 CPU is
+// below saturation, so higher readings are not refused), while its peers
+// are idle with little traffic (1 connection at 3 % CPU: lower bound
+// 1 ÷ 0.2 = 5, 0.5 per unit of weight). Its own reading, 1 served at 85 %,
+// smooths in as ((0.3·1/0.85) + (0.7 − 0.7⁴)·11) ÷ (1 − 0.7⁴) = 7.12, i.e.
+// 0.712 per unit of weight: above the lower-bound median 0.5, cut to 1.00×
+// — which sent it back to weight 10 while the hog still ran. The factor is
+// only an upper bound: the weight stays.
+func TestCapacityHoggedAmongIdle(t *testing.T) {
+	p := WeightParams{Anchor: 0.15, Confirm: 3, Min: 1, Smoothing: 0.7, Saturation: 0.9, Band: 0.2}
+	mk := func(kernel int, newConns int64, cpu float64) Server {
+		return Server{
+			Obs:   &Observed{Configured: 10, Kernel: kernel, NewConns: newConns, Polled: true, CPU: cpu},
+			State: &ServerState{Capacity: CapacityState{AnchorSet: true}},
+			Out:   &Decision{},
+		}
+	}
+	hogged := mk(1, 1, 0.85)
+	hogged.State.Capacity = CapacityState{Est: 11, NObs: 3, AnchorSet: true, Anchor: AnchorState{Deviating: true}}
+	capacityController{}.Measure(p, []Server{mk(10, 1, 0.03), hogged, mk(10, 1, 0.03)}, false)
+	c := hogged.Out.Trace.Capacity
+	a4 := math.Pow(0.7, 4)
+	if want := (0.3/0.85 + (0.7-a4)*11) / (1 - a4); math.Abs(c.Estimate-want) > 1e-9 {
+		t.Fatalf("estimate %v, want %v", c.Estimate, want)
+	}
+	if c.Factor != 1 {
+		t.Fatalf("factor %v, want 1 (0.712 ÷ 0.5, cut to 1 by the lower-bound median)", c.Factor)
+	}
+	if c.Weight != 0 || !c.UpperBoundKept || !hogged.State.Capacity.Anchor.Deviating {
+		t.Errorf("hogged server: weight %d, kept %v, anchor %+v; want no decision (0), kept, still deviating",
+			c.Weight, c.UpperBoundKept, hogged.State.Capacity.Anchor)
+	}
+	// The hog over, idle itself: clearly spare, back to the default.
+	after := mk(1, 1, 0.02)
+	after.State.Capacity = hogged.State.Capacity
+	capacityController{}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
+	if c := after.Out.Trace.Capacity; c.Weight != 10 || c.UpperBoundKept {
+		t.Errorf("idle after the hog: weight %d (kept %v), want 10", c.Weight, c.UpperBoundKept)
+	}
+}

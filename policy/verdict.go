@@ -43,6 +43,9 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 		return fmt.Sprintf("agent failed (%v), service answering: weight kept", o.AgentErr)
 	case math.IsNaN(tr.Load):
 		return "no load computed: weight kept"
+	case tr.Compare == nil && tr.Capacity != nil && tr.Capacity.UpperBoundKept:
+		return fmt.Sprintf("capacity controller: %.2f× the service's median is only an upper bound (another server is lightly loaded, so that median is a lower bound): it may cut this server's weight but not raise it back towards its default; weight kept until the server is measured against busy peers or is idle itself",
+			tr.Capacity.Factor)
 	case tr.Compare == nil && tr.Capacity != nil:
 		return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured at CPU ≥ %.0f%% with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight): weight kept",
 			MinCapacityBusy*100, MinCapacityBusy*50)
