@@ -1,0 +1,20 @@
+// Package tune owns fitting the coefficients of the aggregate load
+// (policy.Coefficients, the [coefficients] of lvs-monitor) from evidence,
+// by two methods:
+//
+//   - Regress: non-negative least squares with the coefficients summing
+//     to 1, of an outcome the inputs do not contain (the next cycle's
+//     active connections per unit of weight, relative to the service) on
+//     the six inputs of the cycle before, from the recorder's history
+//     records; the last part of the time is held out to measure the error
+//     (regress.go, nnls.go).
+//   - Search: a genetic search over coefficient vectors, each scored by
+//     the simulator running the real monitor on a scenario, against the
+//     ideal-weights counterfactual, on training seeds, reported on
+//     held-out seeds (search.go).
+//
+// It also writes a [coefficients] block into a configuration's text
+// (coefficients.go). It does no I/O: cmd/lvs-tune reads the history and
+// the files, and checks the result with monitor.CheckConfig.
+// docs/tuning.md describes both methods and their limits.
+package tune

@@ -1,0 +1,359 @@
+package tune
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"lvs-feedback/history"
+)
+
+// Sample is one server in one cycle: its six inputs at cycle t and the
+// outcome at cycle t+1.
+//
+// The outcome is the server's active connections at t+1 per unit of the
+// weight it had from t to t+1, divided by the mean of that figure over
+// the service's servers at t+1. It is what the load figure is for: the
+// server that, for its share of the traffic, backs up more than the
+// others. It is not one of the inputs (the next response time would be,
+// and would mostly predict itself), the director counts it for every
+// server every cycle (a probe can fail, an agent be stale), and dividing
+// by the service's mean removes what moves every server alike (traffic
+// rising and falling), which no weight can balance.
+type Sample struct {
+	Time    time.Time // cycle t
+	Service string
+	Server  string
+	X       Vector  // the inputs at t, in the order of Names
+	Y       float64 // the outcome at t+1
+}
+
+// HeldOutShare is the share of the time, at its end, that Regress holds
+// out of the fit to measure its error.
+const HeldOutShare = 0.2
+
+// SamplesFromHistory pairs every managed server's record that has inputs
+// with the same server's record of the service's next cycle, and returns
+// the samples in time order. A pair is left out when the next cycle is
+// missing, the server was not managed in either, its weight was 0, or no
+// server of the service had an active connection at t+1 (no outcome to
+// compare against).
+func SamplesFromHistory(recs []history.Record) []Sample {
+	type key struct{ service, server string }
+	byService := map[string][]time.Time{}
+	at := map[key]map[time.Time]*history.Record{}
+	for i := range recs {
+		r := &recs[i]
+		k := key{r.Service, r.Server}
+		if at[k] == nil {
+			at[k] = map[time.Time]*history.Record{}
+		}
+		at[k][r.Time] = r
+		byService[r.Service] = append(byService[r.Service], r.Time)
+	}
+	var out []Sample
+	services := make([]string, 0, len(byService))
+	for s := range byService {
+		services = append(services, s)
+	}
+	slices.Sort(services)
+	for _, svc := range services {
+		times := byService[svc]
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+		var servers []string
+		for k := range at {
+			if k.service == svc {
+				servers = append(servers, k.server)
+			}
+		}
+		slices.Sort(servers)
+		for c := 0; c+1 < len(times); c++ {
+			t, next := times[c], times[c+1]
+			type pending struct {
+				s       Sample
+				perUnit float64
+			}
+			var ps []pending
+			var sum float64
+			for _, srv := range servers {
+				now, then := at[key{svc, srv}][t], at[key{svc, srv}][next]
+				if now == nil || then == nil || now.Inputs == nil || now.State != "managed" ||
+					then.State != "managed" || now.WeightAfter <= 0 {
+					continue
+				}
+				in := now.Inputs
+				perUnit := float64(then.ActiveConns) / float64(now.WeightAfter)
+				ps = append(ps, pending{Sample{Time: t, Service: svc, Server: srv,
+					X: Vector{in.Input, in.CPU, in.Memory, in.Disk, in.Response, in.Process}}, perUnit})
+				sum += perUnit
+			}
+			if len(ps) < 2 || sum <= 0 {
+				continue
+			}
+			mean := sum / float64(len(ps))
+			for _, p := range ps {
+				p.s.Y = p.perUnit / mean
+				out = append(out, p.s)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Sample) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// Fit is the result of Regress.
+type Fit struct {
+	// Coefficients are the fitted coefficients on the inputs' own scale
+	// (what the configuration takes): non-negative, summing to 1.
+	Coefficients Vector
+	// Standardised are the coefficients on inputs scaled to unit standard
+	// deviation, normalised to sum to 1: how much of the predicted spread
+	// of the outcome each figure carries. A figure that never varied
+	// (Constant) has 0 in both.
+	Standardised Vector
+	Constant     [6]bool
+	// F is each figure's partial F statistic on the training time: how
+	// much the residual sum of squares grows when the figure is left out,
+	// against the residual variance. Above about 4 (5 % level for large
+	// samples) the figure matters.
+	F Vector
+	// The outcome is predicted as Intercept + Scale·Σ coefficient·input.
+	Scale, Intercept float64
+	// Train and Held are the numbers of samples fitted and held out.
+	Train, Held int
+	// HeldRMSE is the root mean square error on the held-out time;
+	// HeldRelative is that divided by the error of predicting the
+	// training mean (1: no better than a constant).
+	HeldRMSE, HeldRelative float64
+	// RunningRMSE is the held-out error of the running coefficients
+	// (with their own scale and intercept fitted on the training time).
+	RunningRMSE float64
+	// Gain is 1 − HeldRMSE/RunningRMSE over each of GainBlocks
+	// consecutive stretches of the held-out time: mean and standard
+	// deviation. Positive: the fit predicts the outcome better.
+	GainMean, GainSD float64
+}
+
+// GainBlocks is the number of stretches of held-out time the gain's
+// spread is measured over.
+const GainBlocks = 5
+
+// Regress fits the coefficients to the samples (in time order, as
+// SamplesFromHistory returns them): non-negative least squares of the
+// outcome on the standardised inputs of the first 1 − HeldOutShare of
+// the time, normalised to sum to 1; the rest is held out to measure the
+// error, of the fit and of the running coefficients.
+//
+// Minimising over non-negative β with a free scale s = Σβ and c = β/s is
+// the same problem as fitting s·(c·x) with c on the simplex, so the
+// sum-to-1 constraint costs nothing but the scale, which the load's
+// target and the controller's gain take up.
+func Regress(samples []Sample, running Vector) (Fit, error) {
+	if len(samples) == 0 {
+		return Fit{}, errors.New("no samples: the history holds no consecutive cycles of managed servers with inputs")
+	}
+	train, held := splitByTime(samples)
+	if len(train) < 20 || len(held) < GainBlocks {
+		return Fit{}, fmt.Errorf("%d samples over %d training and %d held-out: need at least 20 and %d",
+			len(samples), len(train), len(held), GainBlocks)
+	}
+	fit := Fit{Train: len(train), Held: len(held)}
+	mean, sd := columnStats(train)
+	var ymean float64
+	for _, s := range train {
+		ymean += s.Y
+	}
+	ymean /= float64(len(train))
+
+	full := [6]bool{true, true, true, true, true, true}
+	for j := range sd {
+		if sd[j] == 0 {
+			fit.Constant[j] = true
+			full[j] = false
+		}
+	}
+	beta, std, rss := fitStandardised(train, mean, sd, ymean, full)
+	var scale, stdSum float64
+	for j := range beta {
+		scale += beta[j]
+		stdSum += std[j]
+	}
+	if scale <= 0 {
+		return Fit{}, errors.New("no input predicts the outcome with a positive coefficient (the fit is all zeros)")
+	}
+	fit.Scale = scale
+	fit.Intercept = ymean
+	for j := range beta {
+		fit.Coefficients[j] = beta[j] / scale
+		fit.Standardised[j] = std[j] / stdSum
+		fit.Intercept -= beta[j] * mean[j]
+	}
+
+	// Partial F of each figure: refit without it.
+	used := 0
+	for j := range beta {
+		if beta[j] > 0 {
+			used++
+		}
+	}
+	dof := float64(len(train) - used - 1)
+	for j := range full {
+		if !full[j] {
+			continue
+		}
+		without := full
+		without[j] = false
+		_, _, rssWithout := fitStandardised(train, mean, sd, ymean, without)
+		if rss > 0 && dof > 0 {
+			fit.F[j] = (rssWithout - rss) / (rss / dof)
+		}
+	}
+
+	predict := func(s Sample) float64 { return fit.Intercept + scale*dot(fit.Coefficients, s.X) }
+	runScale, runIntercept := fitLine(train, running)
+	predictRunning := func(s Sample) float64 { return runIntercept + runScale*dot(running, s.X) }
+	fit.HeldRMSE = rmse(held, predict)
+	fit.HeldRelative = fit.HeldRMSE / rmse(held, func(Sample) float64 { return ymean })
+	fit.RunningRMSE = rmse(held, predictRunning)
+
+	gains := make([]float64, 0, GainBlocks)
+	for b := 0; b < GainBlocks; b++ {
+		block := held[b*len(held)/GainBlocks : (b+1)*len(held)/GainBlocks]
+		if r := rmse(block, predictRunning); r > 0 {
+			gains = append(gains, 1-rmse(block, predict)/r)
+		}
+	}
+	fit.GainMean, fit.GainSD = meanSD(gains)
+	return fit, nil
+}
+
+// splitByTime returns the samples of the first 1 − HeldOutShare of the
+// cycles and those of the rest; all samples of one cycle fall on the same
+// side.
+func splitByTime(samples []Sample) (train, held []Sample) {
+	var times []time.Time
+	for _, s := range samples {
+		if len(times) == 0 || !times[len(times)-1].Equal(s.Time) {
+			times = append(times, s.Time)
+		}
+	}
+	cut := times[int(float64(len(times))*(1-HeldOutShare))%len(times)]
+	i, _ := slices.BinarySearchFunc(samples, cut, func(s Sample, t time.Time) int { return s.Time.Compare(t) })
+	return samples[:i], samples[i:]
+}
+
+func columnStats(ss []Sample) (mean, sd Vector) {
+	n := float64(len(ss))
+	for _, s := range ss {
+		for j := range s.X {
+			mean[j] += s.X[j] / n
+		}
+	}
+	for _, s := range ss {
+		for j := range s.X {
+			d := s.X[j] - mean[j]
+			sd[j] += d * d / n
+		}
+	}
+	for j := range sd {
+		sd[j] = math.Sqrt(sd[j])
+		if sd[j] < 1e-12 {
+			sd[j] = 0
+		}
+	}
+	return mean, sd
+}
+
+// fitStandardised fits the centred outcome on the centred inputs scaled
+// to unit deviation (the columns in use only), by NNLS; it returns the
+// coefficients on the inputs' own scale, the standardised ones and the
+// residual sum of squares.
+func fitStandardised(ss []Sample, mean, sd Vector, ymean float64, use [6]bool) (beta, std Vector, rss float64) {
+	x := make([][]float64, len(ss))
+	y := make([]float64, len(ss))
+	for i, s := range ss {
+		x[i] = make([]float64, 6)
+		for j := range s.X {
+			if use[j] {
+				x[i][j] = (s.X[j] - mean[j]) / sd[j]
+			}
+		}
+		y[i] = s.Y - ymean
+	}
+	g, b := gram(x, y, 6)
+	sol := nnls(g, b)
+	for j := range sol {
+		std[j] = sol[j]
+		if use[j] {
+			beta[j] = sol[j] / sd[j]
+		}
+	}
+	for i := range x {
+		r := y[i]
+		for j := range sol {
+			r -= sol[j] * x[i][j]
+		}
+		rss += r * r
+	}
+	return beta, std, rss
+}
+
+// fitLine fits y = a + s·(v·x) with s ≥ 0 by least squares.
+func fitLine(ss []Sample, v Vector) (s, a float64) {
+	var ml, my float64
+	n := float64(len(ss))
+	for _, x := range ss {
+		ml += dot(v, x.X) / n
+		my += x.Y / n
+	}
+	var sxy, sxx float64
+	for _, x := range ss {
+		d := dot(v, x.X) - ml
+		sxy += d * (x.Y - my)
+		sxx += d * d
+	}
+	if sxx > 0 {
+		s = math.Max(0, sxy/sxx)
+	}
+	return s, my - s*ml
+}
+
+func dot(a, b Vector) float64 {
+	var s float64
+	for j := range a {
+		s += a[j] * b[j]
+	}
+	return s
+}
+
+func rmse(ss []Sample, predict func(Sample) float64) float64 {
+	var sum float64
+	for _, s := range ss {
+		d := predict(s) - s.Y
+		sum += d * d
+	}
+	return math.Sqrt(sum / float64(len(ss)))
+}
+
+// meanSD returns the mean and the sample standard deviation (0 for fewer
+// than two values) of the finite values of xs.
+func meanSD(xs []float64) (mean, sd float64) {
+	xs = slices.DeleteFunc(slices.Clone(xs), func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) })
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	for _, x := range xs {
+		sd += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(xs)-1))
+}
