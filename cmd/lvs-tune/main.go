@@ -1,0 +1,348 @@
+// Command lvs-tune fits lvs-monitor's [coefficients] from evidence, by
+// one of two methods:
+//
+//	lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service S]
+//	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-5] …
+//
+// regress fits the coefficients to the recorder's history (package tune,
+// Regress); search runs a genetic search on the simulator (tune.Search).
+// Both print the [coefficients] block, check it in the running
+// configuration with the block replaced (as lvs-monitor -check would),
+// print what changes against the running file, and the expected gain
+// with its spread. The coefficients steer weights only with
+// [weight] controller = "lvs". -h prints the usage, -version the build
+// information; both exit 0. Bad flags exit 2, a failed run 1. See
+// docs/tuning.md.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"lvs-feedback/history"
+	"lvs-feedback/internal/cmdline"
+	"lvs-feedback/monitor"
+	"lvs-feedback/policy"
+	"lvs-feedback/sim"
+	"lvs-feedback/tune"
+)
+
+const defaultConfig = "/etc/lvs-monitor/lvs-monitor.toml"
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, errUsage):
+		os.Exit(cmdline.ExitUsage)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "lvs-tune:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage is run's answer to a command-line mistake, which it has
+// printed.
+var errUsage = errors.New("bad command line")
+
+const usageText = `usage:
+  lvs-tune regress [flags]   fit the coefficients to the history (lvs-tune regress -h)
+  lvs-tune search [flags]    search them on the simulator (lvs-tune search -h)
+
+flags:
+`
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lvs-tune", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code != cmdline.ExitOK {
+			return errUsage
+		}
+		return nil
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "lvs-tune: no method given")
+		fs.Usage()
+		return errUsage
+	}
+	switch fs.Arg(0) {
+	case "regress":
+		return runRegress(fs.Args()[1:], stdout, stderr)
+	case "search":
+		return runSearch(fs.Args()[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "lvs-tune: unknown method %q\n", fs.Arg(0))
+	fs.Usage()
+	return errUsage
+}
+
+func runRegress(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lvs-tune regress", flag.ContinueOnError)
+	configPath := fs.String("config", defaultConfig, "the running configuration `FILE`: its coefficients, state_dir and the file the block is checked in")
+	dir := fs.String("dir", "", "read the history from `STATE_DIR` (default: state_dir of -config)")
+	service := fs.String("service", "", "fit one `SERVICE` only (as the history names it, e.g. 192.0.2.10:80/tcp; default: every service)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service SERVICE]\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code != cmdline.ExitOK {
+			return errUsage
+		}
+		return nil
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lvs-tune regress: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	cfgText, cfg, err := readConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	if *dir == "" {
+		*dir = cfg.StateDir
+	}
+	var recs []history.Record
+	notes, err := history.Read(*dir, history.Filter{Service: *service}, func(r history.Record) { recs = append(recs, r) })
+	if err != nil {
+		return fmt.Errorf("read the history: %w", err)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
+	}
+	samples := tune.SamplesFromHistory(recs)
+	running := tune.VectorOf(cfg.Coefficients)
+	fit, err := tune.Regress(samples, running)
+	if err != nil {
+		return fmt.Errorf("%d history records in %s: %w", len(recs), *dir, err)
+	}
+	best := fit.Coefficients.Rounded()
+
+	fmt.Fprintf(stdout, "regression on %d records of %s: %d samples fitted, the last %.0f %% of the time (%d samples) held out\n",
+		len(recs), *dir, fit.Train, tune.HeldOutShare*100, fit.Held)
+	fmt.Fprintln(stdout, "outcome: active connections at the next cycle per unit of weight, relative to the service mean")
+	fmt.Fprintf(stdout, "\n%-9s %7s %8s %13s %10s\n", "figure", "fitted", "running", "standardised", "partial F")
+	for j, n := range tune.Names {
+		f := fmt.Sprintf("%10.1f", fit.F[j])
+		if fit.Constant[j] {
+			f = "  constant"
+		}
+		matters := ""
+		if fit.F[j] > 4 {
+			matters = "  matters"
+		}
+		fmt.Fprintf(stdout, "%-9s %7.2f %8.2f %13.2f %s%s\n", n, best[j], running[j], fit.Standardised[j], f, matters)
+	}
+	fmt.Fprintf(stdout, "\nheld-out RMSE %.4f (%.2f of a constant's; 1 = no better than the mean), running coefficients %.4f\n",
+		fit.HeldRMSE, fit.HeldRelative, fit.RunningRMSE)
+	fmt.Fprintf(stdout, "expected gain: %.1f %% ± %.1f %% lower held-out error than the running coefficients (mean ± sd over %d stretches of the held-out time)\n",
+		100*fit.GainMean, 100*fit.GainSD, tune.GainBlocks)
+	return report(stdout, *configPath, cfgText, running, best)
+}
+
+func runSearch(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lvs-tune search", flag.ContinueOnError)
+	scenario := fs.String("scenario", "", "the simulator scenario `FILE` to score coefficients on (sim/scenarios)")
+	configPath := fs.String("config", "", "the running configuration `FILE`: the start and the file the block is checked in (default: none; the start is -base's)")
+	basePath := fs.String("base", "", "monitor configuration `FILE` without [[service]] (a sim/variants file) to run the candidates with (default: the simulator's lvs policy)")
+	sched := fs.String("sched", "", "kernel `scheduler` (default: the scenario's first)")
+	train := fs.String("train", "1-3", "training `seeds`: a list of numbers and ranges, e.g. 1-3,7")
+	held := fs.String("held", "4-5", "held-out `seeds`, as -train")
+	population := fs.Int("population", 8, "vectors per generation")
+	generations := fs.Int("generations", 4, "generations, the first included")
+	lambda := fs.Float64("lambda", 0.05, "write penalty: score per weight write per server per minute")
+	seed := fs.Uint64("seed", 1, "the search's random `seed`")
+	duration := fs.Duration("duration", 0, "override the scenario's `duration`")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train SEEDS] [-held SEEDS] [flags]\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
+		if code != cmdline.ExitOK {
+			return errUsage
+		}
+		return nil
+	}
+	mistake := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "lvs-tune search: "+format+"\n", a...)
+		fs.Usage()
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return mistake("unexpected argument %q", fs.Arg(0))
+	}
+	if *scenario == "" {
+		return mistake("-scenario is required")
+	}
+	trainSeeds, err := parseSeeds(*train)
+	if err != nil {
+		return mistake("-train: %v", err)
+	}
+	heldSeeds, err := parseSeeds(*held)
+	if err != nil {
+		return mistake("-held: %v", err)
+	}
+	sc, err := sim.LoadScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	if *duration > 0 {
+		sc.Duration = *duration
+	}
+	if *sched == "" {
+		if len(sc.Schedulers) == 0 {
+			return fmt.Errorf("scenario %s names no scheduler: give -sched", *scenario)
+		}
+		*sched = sc.Schedulers[0]
+	}
+	base := sim.LVSConfigTOML
+	if *basePath != "" {
+		b, err := os.ReadFile(*basePath)
+		if err != nil {
+			return fmt.Errorf("base configuration: %w", err)
+		}
+		base = string(b)
+	}
+	baseCfg, err := sim.MonitorConfig("base", base, sc)
+	if err != nil {
+		return err
+	}
+	if baseCfg.Weight.Controller != policy.ControllerLVS {
+		return fmt.Errorf("base configuration: controller %q: the coefficients steer weights only with controller = %q", baseCfg.Weight.Controller, policy.ControllerLVS)
+	}
+	start := tune.VectorOf(baseCfg.Coefficients)
+	var cfgText []byte
+	if *configPath != "" {
+		var cfg monitor.Config
+		if cfgText, cfg, err = readConfig(*configPath); err != nil {
+			return err
+		}
+		start = tune.VectorOf(cfg.Coefficients)
+	}
+	s := &tune.Search{Scenario: sc, Scheduler: *sched, Base: base, Train: trainSeeds, Held: heldSeeds, Start: start,
+		Population: *population, Generations: *generations, WritePenalty: *lambda, Seed: *seed, Workers: *workers}
+	if !*quiet {
+		began := time.Now()
+		s.Progress = func(g int, best tune.Score) {
+			fmt.Fprintf(stderr, "generation %d: best %.3f %v (%s)\n", g, best.Fitness, best.Vector, time.Since(began).Round(time.Second))
+		}
+	}
+	res, err := s.Run()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "genetic search on %s (%s, %s), population %d, %d generations, %d vectors simulated\n",
+		sc.Name, *sched, sc.Duration, *population, *generations, res.Evaluated)
+	fmt.Fprintf(stdout, "score per seed: p99 ÷ the ideal weights' p99 + %g × weight writes per server per minute\n", *lambda)
+	fmt.Fprintf(stdout, "best fitness by generation (training seeds %s): %s\n", *train, floats(res.History))
+	fmt.Fprintf(stdout, "held-out seeds %s: best p99 ratio %s, writes %s; start p99 ratio %s, writes %s\n",
+		*held, floats(res.BestHeld.Ratio), floats(res.BestHeld.Writes), floats(res.StartHeld.Ratio), floats(res.StartHeld.Writes))
+	fmt.Fprintf(stdout, "expected gain: score %.3f ± %.3f lower than the start's (mean ± sd over the held-out seeds)\n", res.GainMean, res.GainSD)
+	if cfgText == nil {
+		// No running file: check the block as the simulator ran it.
+		withBlock, err := tune.ReplaceCoefficients([]byte(base), res.Best)
+		if err != nil {
+			return err
+		}
+		if _, err := sim.MonitorConfig("result", string(withBlock), sc); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\n%s", res.Best.Block())
+		printDiff(stdout, "the start", start, res.Best)
+		return nil
+	}
+	return report(stdout, *configPath, cfgText, start, res.Best)
+}
+
+// readConfig reads and checks the running configuration.
+func readConfig(path string) ([]byte, monitor.Config, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, monitor.Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	cfg, _, err := monitor.CheckConfig(path, text)
+	if err != nil {
+		return nil, monitor.Config{}, fmt.Errorf("configuration %s: %w", path, err)
+	}
+	return text, cfg, nil
+}
+
+// report puts the block into the running file's text, checks the result
+// as lvs-monitor -check does, and prints the block and the changes.
+func report(w io.Writer, path string, text []byte, running, best tune.Vector) error {
+	out, err := tune.ReplaceCoefficients(text, best)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	cfg, _, err := monitor.CheckConfig(path+" (with the new [coefficients])", out)
+	if err != nil {
+		return err
+	}
+	if got := tune.VectorOf(cfg.Coefficients); got != best {
+		return fmt.Errorf("%s with the new block reads coefficients %v, not %v", path, got, best)
+	}
+	fmt.Fprintf(w, "\n%s", best.Block())
+	fmt.Fprintf(w, "(checked: %s with this block passes lvs-monitor -check)\n", path)
+	if cfg.Weight.Controller != policy.ControllerLVS {
+		fmt.Fprintf(w, "note: %s runs controller %q, which does not use the coefficients to set weights\n", path, cfg.Weight.Controller)
+	}
+	printDiff(w, path, running, best)
+	return nil
+}
+
+func printDiff(w io.Writer, against string, from, to tune.Vector) {
+	fmt.Fprintf(w, "\nchanges against %s:\n", against)
+	changed := false
+	for j, n := range tune.Names {
+		if from[j] != to[j] {
+			changed = true
+			fmt.Fprintf(w, "-%s = %s\n+%s = %s\n", n, strconv.FormatFloat(from[j], 'f', -1, 64), n, strconv.FormatFloat(to[j], 'f', -1, 64))
+		}
+	}
+	if !changed {
+		fmt.Fprintln(w, "none")
+	}
+}
+
+// parseSeeds reads "1-3,7" as 1, 2, 3, 7.
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q: not a seed or a range of seeds", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a || b-a > 10000 {
+				return nil, fmt.Errorf("%q: not a range of seeds such as 1-3", part)
+			}
+		}
+		for x := a; x <= b; x++ {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+func floats(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
+}
