@@ -60,3 +60,31 @@ func TestSearchChecks(t *testing.T) {
 		}
 	}
 }
+
+// A search is a function of its settings: the same seed gives the same
+// result whether the simulations run one at a time or in parallel.
+func TestSearchIsDeterministic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 20 simulations")
+	}
+	sc, err := sim.LoadScenario("../sim/scenarios/background.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Duration = 240 * time.Second
+	var results []SearchResult
+	for _, workers := range []int{1, 3} {
+		s := &Search{Scenario: sc, Scheduler: "wrr", Base: sim.LVSConfigTOML, Train: []uint64{1}, Held: []uint64{2},
+			Start: Vector{0, 0, 1, 0, 0, 0}, Population: 4, Generations: 2, WritePenalty: 0.05, Seed: 9, Workers: workers}
+		res, err := s.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, res)
+	}
+	a, b := results[0], results[1]
+	if a.Best != b.Best || a.BestHeld.Fitness != b.BestHeld.Fitness || a.Evaluated != b.Evaluated {
+		t.Fatalf("1 worker: %v %.4f (%d vectors); 3 workers: %v %.4f (%d vectors)",
+			a.Best, a.BestHeld.Fitness, a.Evaluated, b.Best, b.BestHeld.Fitness, b.Evaluated)
+	}
+}
