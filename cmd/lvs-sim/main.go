@@ -174,6 +174,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if err := sim.WriteTable(stdout, rows, scs); err != nil {
 		return err
 	}
+	if len(generated) > 0 {
+		title := fmt.Sprintf("Family %s, scenarios %s-00 to %s: p99/ideal per scenario, summarised", *family, *family, generated[len(generated)-1].Name)
+		if err := sim.WriteFamilySummary(stdout, title, sim.SummariseFamily(rows, generated, specs)); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "\n%d runs in %.1fs (%d workers). Times in ms; ± is the standard deviation over seeds; a failed request counts as +Inf in the percentiles (fail %% beside p99); recovery, reach and settle are the worst seed, in seconds, per event.\n",
 		len(results), time.Since(start).Seconds(), *workers)
 	if *csvPath != "" {
