@@ -55,21 +55,27 @@ func TestDrift(t *testing.T) {
 	if got, want := r.idealW[0], r.idealWeights(); !equalInts(got, want) {
 		t.Errorf("drift's ideal weights %v, want those at its end %v", got, want)
 	}
-	// The ideal policy follows every step: its weight for a is strictly
+	// The ideal policy follows every step: a's weight share is strictly
 	// falling during the drift.
-	var ws []int
-	for _, h := range r.history {
-		if h.k == 0 && h.t > 100 && h.t <= 200 {
-			ws = append(ws, h.w)
+	w := []int{r.initW[0], r.initW[1]}
+	var shares []float64
+	for j, h := range r.history {
+		w[h.k] = h.w
+		last := j+1 == len(r.history) || r.history[j+1].t != h.t
+		if last && h.t > 100 && h.t <= 200 {
+			shares = append(shares, float64(w[0])/float64(w[0]+w[1]))
 		}
 	}
-	if len(ws) < 50 {
-		t.Fatalf("ideal policy wrote a's weight %d times during the drift, want one per step (100)", len(ws))
+	if len(shares) < 90 {
+		t.Fatalf("ideal policy changed the weights %d times during the drift, want about one per step (100)", len(shares))
 	}
-	for i := 1; i < len(ws); i++ {
-		if ws[i] >= ws[i-1] {
-			t.Fatalf("ideal weight of a not falling during the drift: %v", ws)
+	for i := 1; i < len(shares); i++ {
+		if shares[i] >= shares[i-1] {
+			t.Fatalf("a's ideal share not falling during the drift: %v", shares)
 		}
+	}
+	if got := shares[len(shares)-1]; math.Abs(got-1.0/3) > 0.001 {
+		t.Errorf("a's ideal share at the drift's end %v, want 1/3", got)
 	}
 }
 

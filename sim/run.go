@@ -330,9 +330,11 @@ func (r *run) startDrift(i int) {
 	from := s.speedFactor
 	s.speedFactor = e.Factor
 	s.recompute()
+	r.updateIdeal()
 	r.idealW[i] = r.idealWeights()
 	s.speedFactor = from
 	s.recompute()
+	r.updateIdeal()
 	r.schedule(r.now+DriftStep.Seconds(), evDrift, i, 1)
 }
 
