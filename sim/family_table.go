@@ -5,23 +5,38 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 )
 
 // FamilySummary is one policy under one scheduler over a set of
 // scenarios (a generated family): its p99/ideal per scenario (mean over
-// the scenario's seeds) summarised.
+// the scenario's seeds) and its recovery times, summarised.
 type FamilySummary struct {
 	Scheduler, Policy string
 	Scenarios         int
-	// GeoMean and Median of the scenarios' p99/ideal; Worst is the largest
-	// and WorstScenario where it happened.
-	GeoMean, Median, Worst float64
-	WorstScenario          string
+	// GeoMean is the geometric mean of the finite p99/ideal values;
+	// Infinite counts the scenarios where it is ∞ (over 1 % of the
+	// requests failed in some seed, so p99 is ∞, while the ideal's is
+	// finite). Median is over every scenario, ∞ included.
+	GeoMean, Median float64
+	Infinite        int
+	// Worst is the largest p99/ideal and WorstScenario where it happened.
+	Worst         float64
+	WorstScenario string
 	// Within10 is the share of scenarios with p99/ideal ≤ 1.1.
 	Within10 float64
-	// Failed and SteadyWrites are means over the scenarios.
-	Failed, SteadyWrites float64
+	// Failed, Writes (whole run) and SteadyWrites are means over the
+	// scenarios.
+	Failed, Writes, SteadyWrites float64
+	// RecoveryMedian is the median recovery time over every seed and
+	// capacity event of the scenarios, Recovery15 the share of those
+	// within 15 s; NaN without recovery times (references, no events).
+	RecoveryMedian, Recovery15 float64
 }
+
+// familyRecoveryGood is the recovery time the summary counts as good,
+// the threshold of results.md's recovery tables.
+const familyRecoveryGood = 15.0
 
 // SummariseFamily summarises rows over the given scenarios, per scheduler
 // (in the order rows give them) and policy (in the order given).
@@ -46,65 +61,103 @@ func SummariseFamily(rows []Row, family []*Scenario, policies []PolicySpec) []Fa
 	var out []FamilySummary
 	for _, sched := range scheds {
 		for _, p := range policies {
-			rs := by[key{sched, p.Name}]
-			if len(rs) == 0 {
-				continue
+			if rs := by[key{sched, p.Name}]; len(rs) > 0 {
+				out = append(out, summariseRows(sched, p.Name, rs))
 			}
-			s := FamilySummary{Scheduler: sched, Policy: p.Name, Worst: math.Inf(-1)}
-			var ratios []float64
-			var logSum, failed, writes float64
-			var nWrites int
-			for _, r := range rs {
-				s.Scenarios++
-				failed += r.Failed.Mean
-				if !math.IsNaN(r.SteadyWrites.Mean) {
-					writes += r.SteadyWrites.Mean
-					nWrites++
-				}
-				x := r.Ratio.Mean
-				if math.IsNaN(x) || x <= 0 {
-					continue
-				}
-				ratios = append(ratios, x)
-				logSum += math.Log(x)
-				if x > s.Worst {
-					s.Worst, s.WorstScenario = x, r.Scenario
-				}
-				if x <= 1.1 {
-					s.Within10++
-				}
-			}
-			s.Failed = failed / float64(s.Scenarios)
-			s.SteadyWrites = math.NaN()
-			if nWrites > 0 {
-				s.SteadyWrites = writes / float64(nWrites)
-			}
-			s.GeoMean, s.Median, s.Within10 = math.NaN(), math.NaN(), math.NaN()
-			if n := len(ratios); n > 0 {
-				s.GeoMean = math.Exp(logSum / float64(n))
-				slices.Sort(ratios)
-				s.Median = ratios[n/2]
-				if n%2 == 0 {
-					s.Median = (ratios[n/2-1] + ratios[n/2]) / 2
-				}
-				s.Within10 = float64(countAtMost(ratios, 1.1)) / float64(n)
-			} else {
-				s.Worst = math.NaN()
-			}
-			out = append(out, s)
 		}
 	}
 	return out
 }
 
-func countAtMost(sorted []float64, x float64) int {
+func summariseRows(sched, pol string, rs []Row) FamilySummary {
+	s := FamilySummary{Scheduler: sched, Policy: pol, Scenarios: len(rs), WorstScenario: "-"}
+	var ratios, recoveries []float64
+	var logSum, finite float64
+	for _, r := range rs {
+		x := r.Ratio.Mean
+		if math.IsNaN(x) || x <= 0 {
+			continue
+		}
+		ratios = append(ratios, x)
+		if math.IsInf(x, 1) {
+			s.Infinite++
+		} else {
+			logSum += math.Log(x)
+			finite++
+		}
+		if len(ratios) == 1 || x > s.Worst {
+			s.Worst, s.WorstScenario = x, r.Scenario
+		}
+		for _, v := range r.Recoveries {
+			if !math.IsNaN(v) {
+				recoveries = append(recoveries, v)
+			}
+		}
+	}
+	s.Failed = meanOf(rs, func(r Row) float64 { return r.Failed.Mean })
+	s.Writes = meanOf(rs, func(r Row) float64 { return r.Writes.Mean })
+	s.SteadyWrites = meanOf(rs, func(r Row) float64 { return r.SteadyWrites.Mean })
+	s.GeoMean = math.NaN()
+	if finite > 0 {
+		s.GeoMean = math.Exp(logSum / finite)
+	}
+	s.Median, s.Within10 = medianOf(ratios), shareAtMost(ratios, 1.1)
+	if len(ratios) == 0 {
+		s.Worst = math.NaN()
+	}
+	s.RecoveryMedian, s.Recovery15 = medianOf(recoveries), shareAtMost(recoveries, familyRecoveryGood)
+	return s
+}
+
+// meanOf is the mean of f over rows where it is not NaN (NaN if none).
+func meanOf(rs []Row, f func(Row) float64) float64 {
+	var sum, n float64
+	for _, r := range rs {
+		if v := f(r); !math.IsNaN(v) {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / n
+}
+
+// medianOf is the median of xs (+Inf allowed), NaN when empty.
+func medianOf(xs []float64) float64 {
+	n := len(xs)
+	if n == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// shareAtMost is the share of xs that are ≤ x, NaN when empty.
+func shareAtMost(xs []float64, x float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
 	n := 0
-	for _, v := range sorted {
+	for _, v := range xs {
 		if v <= x {
 			n++
 		}
 	}
-	return n
+	return float64(n) / float64(len(xs))
+}
+
+// fixInf is fix with ∞ for +Inf.
+func fixInf(v float64, d int) string {
+	if math.IsInf(v, 1) {
+		return "∞"
+	}
+	return fix(v, d)
 }
 
 // WriteFamilySummary prints SummariseFamily as one table.
@@ -112,13 +165,14 @@ func WriteFamilySummary(w io.Writer, title string, sums []FamilySummary) error {
 	if _, err := fmt.Fprintf(w, "\n### %s\n\n", title); err != nil {
 		return err
 	}
-	header := []string{"sched", "policy", "scenarios", "p99/ideal geo-mean", "median", "≤ 1.1 %", "worst", "worst scenario", "fail %", "steady writes"}
+	header := []string{"sched", "policy", "scenarios", "p99/ideal geo-mean", "∞", "median", "≤ 1.1 %", "worst", "worst scenario",
+		"fail %", "writes/srv/min", "steady writes", "recovery median s", "recovery ≤ 15 s %"}
 	var tab [][]string
 	for _, s := range sums {
 		tab = append(tab, []string{
-			s.Scheduler, s.Policy, fmt.Sprint(s.Scenarios),
-			fix(s.GeoMean, 2), fix(s.Median, 2), pct(s.Within10), fix(s.Worst, 2), s.WorstScenario,
-			fix(100*s.Failed, 2), fix(s.SteadyWrites, 2),
+			s.Scheduler, s.Policy, strconv.Itoa(s.Scenarios),
+			fix(s.GeoMean, 2), strconv.Itoa(s.Infinite), fixInf(s.Median, 2), pct(s.Within10), fixInf(s.Worst, 2), s.WorstScenario,
+			fix(100*s.Failed, 2), fix(s.Writes, 2), fix(s.SteadyWrites, 2), fixInf(s.RecoveryMedian, 0), pct(s.Recovery15),
 		})
 	}
 	return writeAligned(w, header, tab)

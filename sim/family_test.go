@@ -271,39 +271,46 @@ func TestFamilyScenarioRuns(t *testing.T) {
 	}
 }
 
-// TestSummariseFamily: geometric mean, median, worst and the share within
-// 10 % over the family's scenarios only, per scheduler and policy.
+// TestSummariseFamily: geometric mean (finite values; ∞ counted apart),
+// median, worst, the share within 10 % and the recovery times, over the
+// family's scenarios only, per scheduler and policy.
 func TestSummariseFamily(t *testing.T) {
-	fam := []*Scenario{{Name: "f-00"}, {Name: "f-01"}, {Name: "f-02"}, {Name: "f-03"}}
-	row := func(sc, pol string, ratio, failed float64) Row {
-		return Row{Scenario: sc, Scheduler: "wlc", Policy: pol, Ratio: Stat{Mean: ratio}, Failed: Stat{Mean: failed}, SteadyWrites: Stat{Mean: 1}}
+	fam := []*Scenario{{Name: "f-00"}, {Name: "f-01"}, {Name: "f-02"}, {Name: "f-03"}, {Name: "f-04"}}
+	inf := math.Inf(1)
+	row := func(sc, pol string, ratio, failed float64, rec ...float64) Row {
+		return Row{Scenario: sc, Scheduler: "wlc", Policy: pol, Ratio: Stat{Mean: ratio}, Failed: Stat{Mean: failed},
+			Writes: Stat{Mean: 2}, SteadyWrites: Stat{Mean: 1}, Recoveries: rec}
 	}
 	rows := []Row{
-		row("shipped", "default", 100, 0), // not in the family
-		row("f-00", "default", 1, 0), row("f-01", "default", 4, 0.02),
-		row("f-02", "default", 1.05, 0), row("f-03", "default", 2, 0.02),
-		row("f-00", "ideal", 1, 0),
+		row("shipped", "default", 100, 0, 1000), // not in the family
+		row("f-00", "default", 1, 0, 0, 10), row("f-01", "default", 4, 0.02, 20),
+		row("f-02", "default", 1.05, 0, math.NaN()), row("f-03", "default", 2, 0.02, inf),
+		row("f-04", "default", inf, 0.06, 5),
+		row("f-00", "ideal", 1, 0, 0),
 	}
 	got := SummariseFamily(rows, fam, []PolicySpec{{Name: "ideal"}, {Name: "default"}})
 	if len(got) != 2 || got[0].Policy != "ideal" || got[1].Policy != "default" {
 		t.Fatalf("summaries %+v, want ideal then default", got)
 	}
 	d := got[1]
-	want := FamilySummary{Scheduler: "wlc", Policy: "default", Scenarios: 4,
-		GeoMean: math.Pow(1*4*1.05*2, 0.25), Median: (1.05 + 2) / 2, Worst: 4, WorstScenario: "f-01",
-		Within10: 0.5, Failed: 0.01, SteadyWrites: 1}
+	want := FamilySummary{Scheduler: "wlc", Policy: "default", Scenarios: 5,
+		GeoMean: math.Pow(1*4*1.05*2, 0.25), Infinite: 1, Median: 2, Worst: inf, WorstScenario: "f-04",
+		Within10: 0.4, Failed: 0.02, Writes: 2, SteadyWrites: 1,
+		RecoveryMedian: 10, Recovery15: 0.6} // recoveries 0, 10, 20, ∞, 5
 	if math.Abs(d.GeoMean-want.GeoMean) > 1e-12 || math.Abs(d.Failed-want.Failed) > 1e-12 {
 		t.Errorf("geo-mean %v fail %v, want %v %v", d.GeoMean, d.Failed, want.GeoMean, want.Failed)
 	}
 	d.GeoMean, d.Failed = want.GeoMean, want.Failed
 	if d != want {
-		t.Errorf("summary %+v, want %+v", d, want)
+		t.Errorf("summary\n %+v, want\n %+v", d, want)
 	}
 	var buf bytes.Buffer
 	if err := WriteFamilySummary(&buf, "Family f", got); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "### Family f") || !strings.Contains(buf.String(), "| wlc   | default | 4 ") {
-		t.Errorf("table:\n%s", buf.String())
+	for _, s := range []string{"### Family f", "| wlc   | default | 5 ", "| ∞ ", "| f-04 "} {
+		if !strings.Contains(buf.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, buf.String())
+		}
 	}
 }
