@@ -12,7 +12,7 @@ help:
 	@echo "make demo         30 s live demo after the build (a first build adds a minute or more): one of three servers hogged, its weight falls and recovers"
 	@echo "make test-kernel  boot a Debian kernel under qemu and run the IPVS tests on real IPVS"
 	@echo "make bench-kernel time reads, weight writes and the monitor's cycle on real IPVS at 10,000 destinations (VM, about 4 min)"
-	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and print the balancing table"
+	@echo "make bench-balance  simulate the shipped scenarios (sim/scenarios) and the held-out test family, print the balancing tables"
 	@echo "make fuzz         run each fuzz target for FUZZTIME (default 20s)"
 	@echo "make loadtest     2,000 real agents on loopback, polled every 2 s for 5 minutes"
 	@echo "make install      install binaries, units, example config (PREFIX, DESTDIR)"
@@ -90,10 +90,13 @@ bench-kernel:
 # controller, the ideal-weights counterfactual, the references), with the
 # real monitor in the loop. Prints the table; BENCH_FLAGS adds lvs-sim flags
 # (e.g. BENCH_FLAGS="-plot docs/results -csv /tmp/bench.csv").
+# Then the held-out generated family: scenarios test-00..BENCH_FAMILY-1,
+# each with its own 2 seeds, and their summary (tune on -family train only).
 # See docs/simulator.md.
 BENCH_FLAGS ?=
+BENCH_FAMILY ?= 24
 bench-balance:
-	$(GO) run ./cmd/lvs-sim $(BENCH_FLAGS) sim/scenarios/*.toml
+	$(GO) run ./cmd/lvs-sim $(BENCH_FLAGS) -family test -generate $(BENCH_FAMILY) sim/scenarios/*.toml
 
 # ---- install, package, systemd units (docs/operator-guide.md) ----------
 # make install [PREFIX=/usr/local] [DESTDIR=]: both roles at once —

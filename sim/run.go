@@ -21,6 +21,7 @@ const (
 	evScenario
 	evSample
 	evDiskDepart // a request's I/O is done: on to the CPU (disk.go)
+	evDrift      // one step of a drift event: k is the event, ver the step
 )
 
 // event is one entry of the event queue, keyed by (time, seq): simultaneous
@@ -90,6 +91,9 @@ type run struct {
 	ideals   [][]float32 // per sample: per server ideal weight
 	tickErrs int
 	firstErr error
+
+	driftFrom []float64   // per scenario event: a drift's starting speed factor
+	driftOf   map[int]int // per server: the drift event moving its speed now
 }
 
 // newRun prepares a run; nothing is simulated until loop.
@@ -257,6 +261,7 @@ func (r *run) applyEvent(i int) {
 		s.background = e.Fraction
 	case EvSpeed:
 		s.speedFactor = e.Factor
+		delete(r.driftOf, k) // a speed step stops a drift in progress
 	case EvFail:
 		if !s.down {
 			for _, j := range s.jobs {
@@ -286,7 +291,20 @@ func (r *run) applyEvent(i int) {
 		s.agentDown = false
 	case EvDiskDegrade, EvMemory:
 		applyResourceEvent(s, e)
+	case EvDrift:
+		r.startDrift(i)
+		return
 	}
+	r.serverChanged(k, e)
+	if changesCapacity(e.Kind) {
+		r.idealW[i] = r.idealWeights()
+	}
+}
+
+// serverChanged brings the rates, the departure plan, the pooled reference
+// and the policy up to date with server k's new condition after event e.
+func (r *run) serverChanged(k int, e *EventSpec) {
+	s := r.srv[k]
 	s.recompute()
 	r.reschedule(k)
 	r.syncDisk(k)
@@ -295,8 +313,53 @@ func (r *run) applyEvent(i int) {
 	}
 	r.updateIdeal()
 	r.pol.AfterEvent(r, e)
-	if changesCapacity(e.Kind) {
-		r.idealW[i] = r.idealWeights()
+}
+
+// startDrift begins drift event i: the speed factor starts moving from its
+// present value. Its ideal weights, against which settling is judged, are
+// those at the drift's end (other servers as they are now).
+func (r *run) startDrift(i int) {
+	e := &r.sc.Events[i]
+	s := r.srv[e.server]
+	if r.driftFrom == nil {
+		r.driftFrom = make([]float64, len(r.sc.Events))
+		r.driftOf = map[int]int{}
+	}
+	r.driftOf[e.server] = i // a newer drift replaces one in progress
+	r.driftFrom[i] = s.speedFactor
+	from := s.speedFactor
+	s.speedFactor = e.Factor
+	s.recompute()
+	r.updateIdeal()
+	r.idealW[i] = r.idealWeights()
+	s.speedFactor = from
+	s.recompute()
+	r.updateIdeal()
+	r.schedule(r.now+DriftStep.Seconds(), evDrift, i, 1)
+}
+
+// driftFactor is a drift's speed factor after step of its steps: linear
+// from from to the event's factor, reached at Over.
+func driftFactor(e *EventSpec, from float64, step uint64) float64 {
+	frac := math.Min(1, float64(step)*DriftStep.Seconds()/e.Over.Seconds())
+	return from + (e.Factor-from)*frac
+}
+
+// driftStep applies step of drift event i and plans the next one, unless
+// a later speed or drift event on the server has taken over.
+func (r *run) driftStep(i int, step uint64) {
+	e := &r.sc.Events[i]
+	if j, ok := r.driftOf[e.server]; !ok || j != i {
+		return
+	}
+	s := r.srv[e.server]
+	s.advance(r.now)
+	s.speedFactor = driftFactor(e, r.driftFrom[i], step)
+	r.serverChanged(e.server, e)
+	if float64(step)*DriftStep.Seconds() < e.Over.Seconds() {
+		r.schedule(r.now+DriftStep.Seconds(), evDrift, i, step+1)
+	} else {
+		delete(r.driftOf, e.server)
 	}
 }
 
@@ -399,7 +462,7 @@ func (r *run) loop() error {
 
 	for len(r.ev) > 0 {
 		t, e := r.ev.pop()
-		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario
+		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario || e.kind == evDrift
 		if t > r.end && periodic {
 			continue // after the end only departures and expiries remain
 		}
@@ -428,6 +491,8 @@ func (r *run) loop() error {
 			r.schedule(r.now+r.sc.Director.Estimator.Seconds(), evEstimator, 0, 0)
 		case evScenario:
 			r.applyEvent(int(e.k))
+		case evDrift:
+			r.driftStep(int(e.k), e.ver)
 		case evSample:
 			r.sample()
 			r.schedule(r.now+r.sampleDt, evSample, 0, 0)

@@ -18,31 +18,31 @@ import (
 // a TOML file (docs/simulator.md describes every key).
 type Scenario struct {
 	Name        string        `toml:"name"`
-	Description string        `toml:"description"`
+	Description string        `toml:"description,omitempty"`
 	Duration    time.Duration `toml:"duration"`
 	// Warmup is left out of every statistic (requests arriving before it,
 	// time before it).
-	Warmup time.Duration `toml:"warmup"`
-	Seeds  []uint64      `toml:"seeds"`
+	Warmup time.Duration `toml:"warmup,omitzero"`
+	Seeds  []uint64      `toml:"seeds,omitempty"`
 	// Schedulers are the kernel schedulers to run the kernel policies with.
-	Schedulers []string `toml:"schedulers"`
+	Schedulers []string `toml:"schedulers,omitempty"`
 	// Interval is the baselines' health-check interval and the unit in
 	// which settling is judged; the monitor policies use their own
 	// configured interval. Default 5s (the monitor's default).
-	Interval time.Duration `toml:"interval"`
+	Interval time.Duration `toml:"interval,omitzero"`
 	// SteadyAfter: a window this long after the start and after every
 	// event is not "steady state" (writes, oscillation, hot windows).
-	SteadyAfter time.Duration `toml:"steady_after"`
+	SteadyAfter time.Duration `toml:"steady_after,omitzero"`
 	// Window is the length of the utilisation windows used for the
 	// "server above 95 % while the cluster is below 90 %" check.
-	Window time.Duration `toml:"window"`
+	Window time.Duration `toml:"window,omitzero"`
 
-	Workload Workload     `toml:"workload"`
-	Director Director     `toml:"director"`
-	Probe    ProbeModel   `toml:"probe"`
-	Agent    AgentModel   `toml:"agent"`
+	Workload Workload     `toml:"workload,omitempty"`
+	Director Director     `toml:"director,omitempty"`
+	Probe    ProbeModel   `toml:"probe,omitempty"`
+	Agent    AgentModel   `toml:"agent,omitempty"`
 	Servers  []ServerSpec `toml:"server"`
-	Events   []EventSpec  `toml:"event"`
+	Events   []EventSpec  `toml:"event,omitempty"`
 
 	// File is where the scenario was read from (empty when built in code).
 	File string `toml:"-"`
@@ -53,48 +53,58 @@ type Workload struct {
 	// Utilisation is the offered load as a fraction of the cluster's total
 	// nominal capacity; Rate (connections per second) is the alternative.
 	// Exactly one is set.
-	Utilisation float64 `toml:"utilisation"`
-	Rate        float64 `toml:"rate"`
+	Utilisation float64 `toml:"utilisation,omitzero"`
+	Rate        float64 `toml:"rate,omitzero"`
 	// Demand is the service-demand distribution: "pareto" (bounded Pareto,
 	// default), "exp" or "fixed". MeanDemand is its mean, in time at
 	// speed 1.
-	Demand     string        `toml:"demand"`
+	Demand     string        `toml:"demand,omitempty"`
 	MeanDemand time.Duration `toml:"mean_demand"`
-	Alpha      float64       `toml:"alpha"`     // pareto shape, default 1.2
-	MaxRatio   float64       `toml:"max_ratio"` // pareto upper/lower bound, default 1000
+	Alpha      float64       `toml:"alpha,omitzero"`     // pareto shape, default 1.2
+	MaxRatio   float64       `toml:"max_ratio,omitzero"` // pareto upper/lower bound, default 1000
 
 	// IOMeanDemand is each request's mean I/O demand, disk work in time
 	// at disk speed 1, done before its CPU demand (disk.go); 0 = no I/O,
 	// no disks. IODemand is its distribution (default "exp").
-	IOMeanDemand time.Duration `toml:"io_mean_demand"`
-	IODemand     string        `toml:"io_demand"`
+	IOMeanDemand time.Duration `toml:"io_mean_demand,omitzero"`
+	IODemand     string        `toml:"io_demand,omitempty"`
 
-	Wave      Wave      `toml:"wave"`
-	Bursts    Bursts    `toml:"bursts"`
-	Keepalive Keepalive `toml:"keepalive"`
+	Wave      Wave      `toml:"wave,omitempty"`
+	Bursts    Bursts    `toml:"bursts,omitempty"`
+	Keepalive Keepalive `toml:"keepalive,omitempty"`
+	// Flash crowds: one-off steps of the arrival rate.
+	Flash []FlashCrowd `toml:"flash,omitempty"`
+}
+
+// FlashCrowd multiplies the arrival rate by Factor from At for Length, once
+// (a step up, then back down). Overlapping flash crowds multiply.
+type FlashCrowd struct {
+	At     time.Duration `toml:"at,omitzero"`
+	Length time.Duration `toml:"length"`
+	Factor float64       `toml:"factor"`
 }
 
 // Wave multiplies the arrival rate by 1 + amplitude·sin(2πt/period).
 type Wave struct {
-	Amplitude float64       `toml:"amplitude"`
-	Period    time.Duration `toml:"period"`
+	Amplitude float64       `toml:"amplitude,omitzero"`
+	Period    time.Duration `toml:"period,omitzero"`
 }
 
 // Bursts multiply the arrival rate by Factor for Length every Every,
 // starting at Start.
 type Bursts struct {
-	Every  time.Duration `toml:"every"`
-	Length time.Duration `toml:"length"`
-	Factor float64       `toml:"factor"`
-	Start  time.Duration `toml:"start"`
+	Every  time.Duration `toml:"every,omitzero"`
+	Length time.Duration `toml:"length,omitzero"`
+	Factor float64       `toml:"factor,omitzero"`
+	Start  time.Duration `toml:"start,omitzero"`
 }
 
 // Keepalive: a Fraction of connections stay open, idle, for an
 // exponentially distributed time of mean IdleMean after their response.
 // Idle connections count as inactive in the director's table.
 type Keepalive struct {
-	Fraction float64       `toml:"fraction"`
-	IdleMean time.Duration `toml:"idle_mean"`
+	Fraction float64       `toml:"fraction,omitzero"`
+	IdleMean time.Duration `toml:"idle_mean,omitzero"`
 }
 
 // Director models the parts of the director the schedulers see.
@@ -102,10 +112,10 @@ type Director struct {
 	// Linger is how long a closed (or failed) connection stays in the
 	// connection table as inactive. IPVS's default tcpfin timeout is 120 s;
 	// the default here is 0 (closed connections vanish at once).
-	Linger time.Duration `toml:"linger"`
+	Linger time.Duration `toml:"linger,omitzero"`
 	// Estimator is how often the cumulative connection counters the
 	// monitor reads are refreshed (the kernel's rate estimator: 2 s).
-	Estimator time.Duration `toml:"estimator"`
+	Estimator time.Duration `toml:"estimator,omitzero"`
 }
 
 // ProbeModel is the response-time probe the monitor sends: a small request
@@ -113,41 +123,41 @@ type Director struct {
 // the monitor's probe.reference ("fully loaded"). Noise is the relative
 // standard deviation of a multiplicative noise.
 type ProbeModel struct {
-	Reference time.Duration `toml:"reference"`
-	RTT       time.Duration `toml:"rtt"`
-	Demand    time.Duration `toml:"demand"`
-	Noise     float64       `toml:"noise"`
+	Reference time.Duration `toml:"reference,omitzero"`
+	RTT       time.Duration `toml:"rtt,omitzero"`
+	Demand    time.Duration `toml:"demand,omitzero"`
+	Noise     float64       `toml:"noise,omitzero"`
 }
 
 // AgentModel is what the simulated lvs-agent reports.
 type AgentModel struct {
 	// Window is the agent's sampling interval (lvs-agent -interval, 1 s).
-	Window time.Duration `toml:"window"`
+	Window time.Duration `toml:"window,omitzero"`
 	// Noise is the standard deviation of Gaussian noise added to every
 	// reported load.
-	Noise float64 `toml:"noise"`
+	Noise float64 `toml:"noise,omitzero"`
 	// NoCPUTime: the agent reports no running CPU totals (an agent older
 	// than agent.CPUTime), so the monitor uses its last window's CPU.
-	NoCPUTime bool `toml:"no_cpu_time"`
+	NoCPUTime bool `toml:"no_cpu_time,omitempty"`
 	// Memory = MemoryBase + MemoryPerConn·(active + inactive connections).
-	MemoryBase    float64 `toml:"memory_base"`
-	MemoryPerConn float64 `toml:"memory_per_conn"`
-	Disk          float64 `toml:"disk"`
+	MemoryBase    float64 `toml:"memory_base,omitzero"`
+	MemoryPerConn float64 `toml:"memory_per_conn,omitzero"`
+	Disk          float64 `toml:"disk,omitzero"`
 }
 
 // ServerSpec is one real server. Its nominal capacity is Cores·Speed
 // (work per second); one request runs on at most one core.
 type ServerSpec struct {
 	Name  string  `toml:"name"`
-	Speed float64 `toml:"speed"` // per-core speed, 1 = reference core
-	Cores float64 `toml:"cores"` // default 1
+	Speed float64 `toml:"speed"`          // per-core speed, 1 = reference core
+	Cores float64 `toml:"cores,omitzero"` // default 1
 	// Weight is the operator's configured weight: the static-nominal
 	// baseline and the monitor's default weight. Default: proportional to
 	// the nominal capacity, 10 for the smallest server.
-	Weight int `toml:"weight"`
+	Weight int `toml:"weight,omitzero"`
 	// Disk is the disk's speed (disk work per second, 1 = reference
 	// disk); default 1 when the workload does I/O, and only then allowed.
-	Disk float64 `toml:"disk"`
+	Disk float64 `toml:"disk,omitzero"`
 }
 
 // Capacity returns the nominal capacity cores·speed.
@@ -155,7 +165,7 @@ func (s ServerSpec) Capacity() float64 { return s.Cores * s.Speed }
 
 // EventSpec is something that happens to one server at a time.
 type EventSpec struct {
-	At     time.Duration `toml:"at"`
+	At     time.Duration `toml:"at,omitzero"`
 	Server string        `toml:"server"`
 	// Kind: "background" (Fraction of the CPU taken by another job; 0 ends
 	// it), "speed" (Factor of the nominal speed: 0.5 = degraded to half,
@@ -164,11 +174,14 @@ type EventSpec struct {
 	// configured weight), "agent_down", "agent_up", "disk_degrade"
 	// (Factor of the nominal disk speed), "memory" (a squeeze: Factor =
 	// share of time requests make progress, Fraction = memory used as
-	// reported; disk.go).
+	// reported; disk.go), "drift" (the speed factor moves linearly from
+	// its value at At to Factor over Over, in DriftStep steps).
 	Kind     string  `toml:"kind"`
-	Fraction float64 `toml:"fraction"`
-	Factor   float64 `toml:"factor"`
-	Weight   int     `toml:"weight"`
+	Fraction float64 `toml:"fraction,omitzero"`
+	Factor   float64 `toml:"factor,omitzero"`
+	Weight   int     `toml:"weight,omitzero"`
+	// Over is a drift's length.
+	Over time.Duration `toml:"over,omitzero"`
 
 	server int // index, filled by check
 }
@@ -183,7 +196,12 @@ const (
 	EvUndrain    = "undrain"
 	EvAgentDown  = "agent_down"
 	EvAgentUp    = "agent_up"
+	EvDrift      = "drift"
 )
+
+// DriftStep is how often a drift event moves the speed factor: a gradual
+// change is a staircase of this step, fine against the monitor's 5 s cycle.
+const DriftStep = time.Second
 
 // Schedulers the simulator reproduces.
 var SchedulerNames = []string{"rr", "wrr", "lc", "wlc", "sed"}
@@ -297,6 +315,11 @@ func (sc *Scenario) Check() error {
 	if w.Keepalive.Fraction < 0 || w.Keepalive.Fraction > 1 || (w.Keepalive.Fraction > 0 && w.Keepalive.IdleMean <= 0) {
 		bad("workload.keepalive: fraction in [0,1] and a positive idle_mean")
 	}
+	for i, f := range w.Flash {
+		if f.At < 0 || f.Length <= 0 || !(f.Factor > 0) {
+			bad("workload.flash %d: at not negative, positive length and factor", i)
+		}
+	}
 
 	if sc.Director.Estimator == 0 {
 		sc.Director.Estimator = 2 * time.Second
@@ -387,6 +410,10 @@ func (sc *Scenario) Check() error {
 			if !(e.Factor > 0) {
 				bad("event %d: speed factor must be positive", i)
 			}
+		case EvDrift:
+			if !(e.Factor > 0) || e.Over <= 0 {
+				bad("event %d: drift needs a positive factor and a positive over", i)
+			}
 		case EvUndrain:
 			if e.Weight == 0 && ok {
 				e.Weight = sc.Servers[k].Weight
@@ -435,6 +462,8 @@ func (sc *Scenario) EventLabel(i int) string {
 		arg = fmt.Sprintf(" ×%g", e.Factor)
 	case EvDiskDegrade, EvMemory:
 		arg = resourceLabel(e)
+	case EvDrift:
+		arg = fmt.Sprintf(" →×%g/%gs", e.Factor, e.Over.Seconds())
 	}
 	return fmt.Sprintf("%s%s %s@%gs", e.Kind, arg, e.Server, e.At.Seconds())
 }

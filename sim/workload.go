@@ -72,7 +72,8 @@ func (d DemandSampler) Sample(r *rand.Rand) float64 {
 // Bounds returns the pareto bounds (0, 0 for other kinds).
 func (d DemandSampler) Bounds() (lo, hi float64) { return d.lo, d.hi }
 
-// rateFactor is the arrival-rate multiplier at time t (wave × burst).
+// rateFactor is the arrival-rate multiplier at time t (wave × burst ×
+// flash crowds).
 func rateFactor(w Workload, t float64) float64 {
 	f := 1.0
 	if w.Wave.Amplitude > 0 {
@@ -84,6 +85,11 @@ func rateFactor(w Workload, t float64) float64 {
 			f *= w.Bursts.Factor
 		}
 	}
+	for _, fl := range w.Flash {
+		if t >= fl.At.Seconds() && t < (fl.At+fl.Length).Seconds() {
+			f *= fl.Factor
+		}
+	}
 	return f
 }
 
@@ -91,6 +97,9 @@ func maxRateFactor(w Workload) float64 {
 	f := 1 + w.Wave.Amplitude
 	if w.Bursts.Factor > 1 {
 		f *= w.Bursts.Factor
+	}
+	for _, fl := range w.Flash {
+		f *= math.Max(1, fl.Factor) // a bound even where flash crowds overlap
 	}
 	return f
 }

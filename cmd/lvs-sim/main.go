@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -59,6 +60,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	csvPath := fs.String("csv", "", "write one CSV line per run to `FILE`")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	pivot := fs.Bool("pivot", false, "print the compact policy × scenario table of p99/ideal (per scheduler) instead of the full table")
+	// Generated scenario families (docs/simulator.md, "Scenario families").
+	family := fs.String("family", "", "scenario `family` to generate from: "+strings.Join(sim.FamilyNames, " or ")+" (tune on train, report on test)")
+	generate := fs.Int("generate", 0, "run scenarios 0..`N`-1 of -family after the files given")
+	outDir := fs.String("out", "", "with -generate: write the generated scenarios as TOML files into `DIR` and run nothing")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: lvs-sim [flags] SCENARIO.toml...\n\nflags:")
 		fs.PrintDefaults()
@@ -69,7 +74,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	if fs.NArg() == 0 {
+	if (*family == "") != (*generate == 0) || *generate < 0 || (*outDir != "" && *generate == 0) {
+		return errors.New("-family and -generate N (N > 0) go together; -out needs both")
+	}
+	var generated []*sim.Scenario
+	if *generate > 0 {
+		var err error
+		if generated, err = sim.GenerateFamily(*family, *generate); err != nil {
+			return err
+		}
+	}
+	if *outDir != "" {
+		return writeScenarios(*outDir, generated, stdout)
+	}
+	if fs.NArg() == 0 && len(generated) == 0 {
 		fs.Usage()
 		return errors.New("no scenario given")
 	}
@@ -80,6 +98,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		scs = append(scs, sc)
+	}
+	scs = append(scs, generated...)
+	for _, sc := range scs {
 		if *agentWindow > 0 {
 			sc.Agent.Window = *agentWindow
 		}
@@ -99,7 +121,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			sc.Events = kept
 		}
-		scs = append(scs, sc)
 	}
 
 	var specs []sim.PolicySpec
@@ -153,6 +174,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	} else if err := sim.WriteTable(stdout, rows, scs); err != nil {
 		return err
 	}
+	if len(generated) > 0 {
+		title := fmt.Sprintf("Family %s, scenarios %s-00 to %s: p99/ideal per scenario, summarised", *family, *family, generated[len(generated)-1].Name)
+		if err := sim.WriteFamilySummary(stdout, title, sim.SummariseFamily(rows, generated, specs)); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "\n%d runs in %.1fs (%d workers). Times in ms; ± is the standard deviation over seeds; a failed request counts as +Inf in the percentiles (fail %% beside p99); recovery, reach and settle are the worst seed, in seconds, per event.\n",
 		len(results), time.Since(start).Seconds(), *workers)
 	if *csvPath != "" {
@@ -174,6 +201,29 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "%d plots in %s\n", len(files), *plotDir)
+	}
+	return nil
+}
+
+// writeScenarios writes generated scenarios as NAME.toml files into dir.
+func writeScenarios(dir string, scs []*sim.Scenario, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, sc := range scs {
+		path := filepath.Join(dir, sc.Name+".toml")
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := sim.EncodeScenario(f, sc); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, path)
 	}
 	return nil
 }

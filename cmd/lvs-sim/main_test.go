@@ -44,3 +44,48 @@ func TestRun(t *testing.T) {
 		t.Error("an unknown policy was accepted")
 	}
 }
+
+// TestFamily: -generate N -family F -out DIR writes scenario files that
+// read back and run; without -out the family runs after the files given;
+// the flags go together.
+func TestFamily(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := run([]string{"-family", "test", "-generate", "2", "-out", dir}, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if len(files) != 2 || filepath.Base(files[0]) != "test-00.toml" || filepath.Base(files[1]) != "test-01.toml" {
+		t.Fatalf("files %v, want test-00.toml and test-01.toml", files)
+	}
+	if out.String() != files[0]+"\n"+files[1]+"\n" {
+		t.Errorf("output %q, want the two paths", out.String())
+	}
+
+	out.Reset()
+	scenario := filepath.Join("..", "..", "sim", "scenarios", "light.toml")
+	args := []string{"-q", "-duration", "40s", "-sched", "wlc", "-policies", "equal,ideal", "-family", "test", "-generate", "1", scenario}
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"### light", "### test-00", "Generated: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	// The file's 5 seeds and the generated scenario's own 2, × 2 policies.
+	if want := "14 runs"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+
+	for _, bad := range [][]string{
+		{"-family", "test", scenario},
+		{"-generate", "2", scenario},
+		{"-family", "tuning", "-generate", "1"},
+		{"-out", dir, scenario},
+	} {
+		if err := run(bad, &out, &errb); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
