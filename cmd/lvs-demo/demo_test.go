@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"lvs-feedback/history"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 	"lvs-feedback/policy"
@@ -97,6 +98,7 @@ func TestDemoShortRun(t *testing.T) {
 	}
 	o := testOptions(t, buildAgent(t))
 	o.Duration, o.HogAt, o.HogFor = 21*time.Second, 5*time.Second, 9*time.Second
+	o.StateDir = filepath.Join(t.TempDir(), "state") // -state-dir: created, kept
 	var out bytes.Buffer
 	res, err := runDirector(context.Background(), o, &out)
 	t.Logf("demo output:\n%s", out.String())
@@ -104,6 +106,7 @@ func TestDemoShortRun(t *testing.T) {
 		t.Fatalf("demo: %v", err)
 	}
 	assertAllExited(t, res.PIDs)
+	assertHistoryKept(t, o.StateDir, len(res.Cycles))
 	if len(res.PIDs) != 2*numServers {
 		t.Errorf("%d child PIDs recorded, want %d", len(res.PIDs), 2*numServers)
 	}
@@ -133,6 +136,28 @@ func TestDemoShortRun(t *testing.T) {
 	for _, want := range []string{"hog on s2 started", "hog on s2 over", "verdict:", "PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// assertHistoryKept checks that the -state-dir directory outlived the demo
+// with one history record per server for every cycle the demo printed.
+func assertHistoryKept(t *testing.T, dir string, cycles int) {
+	t.Helper()
+	perServer := map[string]int{}
+	notes, err := history.Read(dir, history.Filter{Service: demoService}, func(r history.Record) { perServer[r.Server]++ })
+	if err != nil {
+		t.Fatalf("read the kept history: %v", err)
+	}
+	if len(notes) > 0 {
+		t.Errorf("history lines skipped: %v", notes)
+	}
+	if len(perServer) != numServers {
+		t.Errorf("history has records of %d servers, want %d: %v", len(perServer), numServers, perServer)
+	}
+	for srv, n := range perServer {
+		if n != cycles {
+			t.Errorf("history has %d records of %s, want one per cycle: %d", n, srv, cycles)
 		}
 	}
 }

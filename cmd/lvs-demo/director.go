@@ -102,11 +102,11 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 		_ = table.RemoveService(svc)
 	}()
 
-	stateDir, err := os.MkdirTemp("", "lvs-demo-state-")
+	stateDir, removeState, err := openStateDir(o.StateDir)
 	if err != nil {
-		return res, fmt.Errorf("state directory: %w", err)
+		return res, err
 	}
-	defer os.RemoveAll(stateDir)
+	defer removeState()
 	cfg, err := monitor.ParseConfig("lvs-demo (built-in)", []byte(demoConfig(o.Interval, stateDir, servers)))
 	if err != nil {
 		return res, fmt.Errorf("demo configuration: %w", err)
@@ -120,12 +120,25 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 		return res, err
 	}
 	defer closeLog()
+	// The cycle history, as lvs-monitor records it: with -state-dir it
+	// outlives the demo and is a real history to read or fit (lvsctl
+	// history -dir, lvs-tune regress -dir).
+	recorder, err := monitor.OpenRecorder(stateDir, cfg.History, logger, nil)
+	if err != nil {
+		return res, fmt.Errorf("cycle history: %w", err)
+	}
+	defer func() {
+		if err := recorder.Close(); err != nil {
+			fmt.Fprintf(o.Stderr, "lvs-demo: cycle history: %v\n", err)
+		}
+	}()
 	m, err := monitor.New(cfg, monitor.Deps{
-		Table:  table,
-		Agents: monitor.NewHTTPAgentClient(),
-		Prober: monitor.NetProber{},
-		Store:  store,
-		Logger: logger,
+		Table:   table,
+		Agents:  monitor.NewHTTPAgentClient(),
+		Prober:  monitor.NetProber{},
+		Store:   store,
+		Logger:  logger,
+		History: recorder,
 	}, false)
 	if err != nil {
 		return res, fmt.Errorf("start the monitor: %w", err)
@@ -174,7 +187,26 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	res.Verdict = judge(cycles, hs.Sub(start), he.Sub(start), o.Interval)
 	p.summary(cl)
 	p.verdict(res.Verdict)
+	if o.StateDir != "" {
+		fmt.Fprintf(out, "cycle history kept in %s (lvsctl history -dir, lvs-tune regress -dir)\n", recorder.Path())
+	}
 	return res, nil
+}
+
+// openStateDir returns the monitor's state directory: dir, created if
+// missing and kept, or (dir empty) a temporary one that remove deletes.
+func openStateDir(dir string) (path string, remove func(), err error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("-state-dir: %w", err)
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "lvs-demo-state-")
+	if err != nil {
+		return "", nil, fmt.Errorf("state directory: %w", err)
+	}
+	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
 }
 
 // startServers starts the backends, then one agent per backend, and waits
