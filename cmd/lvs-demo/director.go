@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,9 +108,17 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 		return res, err
 	}
 	defer removeState()
-	cfg, err := monitor.ParseConfig("lvs-demo (built-in)", []byte(demoConfig(o.Interval, stateDir, servers)))
+	cfgText := demoConfig(o.Interval, stateDir, servers)
+	cfg, err := monitor.ParseConfig("lvs-demo (built-in)", []byte(cfgText))
 	if err != nil {
 		return res, fmt.Errorf("demo configuration: %w", err)
+	}
+	if o.StateDir != "" {
+		// The configuration beside the history it made, for lvs-tune
+		// regress -config.
+		if err := os.WriteFile(filepath.Join(stateDir, "lvs-demo.toml"), []byte(cfgText), 0o644); err != nil {
+			return res, fmt.Errorf("-state-dir: %w", err)
+		}
 	}
 	store, err := monitor.NewFileStore(stateDir)
 	if err != nil {
@@ -152,6 +161,9 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	defer stopRun()
 
 	cl := newClient(table, svc, o.Rate, count)
+	if mem, ok := table.(*ipvs.Mem); ok {
+		cl.setActive = mem.SetActive
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { cl.run(runCtx) })
 	hog := &hogEvent{}
@@ -188,7 +200,7 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	p.summary(cl)
 	p.verdict(res.Verdict)
 	if o.StateDir != "" {
-		fmt.Fprintf(out, "cycle history kept in %s (lvsctl history -dir, lvs-tune regress -dir)\n", recorder.Path())
+		fmt.Fprintf(out, "cycle history kept in %s, the configuration in %s\n", recorder.Path(), filepath.Join(stateDir, "lvs-demo.toml"))
 	}
 	return res, nil
 }
