@@ -355,3 +355,51 @@ func TestDriverColumn(t *testing.T) {
 		t.Errorf("headings %q and %q, want cap and load", capacity.driverName(), lvs.driverName())
 	}
 }
+
+// TestClientCountsInFlight checks that the client keeps the in-memory
+// table's active connections at its requests in flight per server: the
+// history's outcome for lvs-tune regress.
+func TestClientCountsInFlight(t *testing.T) {
+	mem := ipvs.NewMem()
+	svc, err := ipvs.ParseServiceKey(demoService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddrPort("127.0.0.1:1001")
+	b := netip.MustParseAddrPort("127.0.0.1:1002")
+	if err := mem.AddService(svc, "wrr"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []netip.AddrPort{a, b} {
+		if err := mem.AddDestination(svc, d, defaultWeight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(mem, svc, 100, mem.RecordConnection)
+	cl.setActive = mem.SetActive
+	active := func() map[netip.AddrPort]int {
+		ds, err := mem.Destinations(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[netip.AddrPort]int{}
+		for _, d := range ds {
+			m[d.Addr] = d.ActiveConns
+		}
+		return m
+	}
+	cl.addInFlight(a, 1)
+	cl.addInFlight(a, 1)
+	cl.addInFlight(b, 1)
+	if got := active(); got[a] != 2 || got[b] != 1 {
+		t.Errorf("after 2 requests to a and 1 to b: active %v, want a 2, b 1", got)
+	}
+	cl.addInFlight(a, -1)
+	cl.addInFlight(b, -1)
+	if got := active(); got[a] != 1 || got[b] != 0 {
+		t.Errorf("after one of a's and b's ended: active %v, want a 1, b 0", got)
+	}
+	if n := cl.pickE.Load(); n != 0 {
+		t.Errorf("%d table errors counted, want 0", n)
+	}
+}
