@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"lvs-feedback/history"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 	"lvs-feedback/policy"
@@ -97,6 +98,7 @@ func TestDemoShortRun(t *testing.T) {
 	}
 	o := testOptions(t, buildAgent(t))
 	o.Duration, o.HogAt, o.HogFor = 21*time.Second, 5*time.Second, 9*time.Second
+	o.StateDir = filepath.Join(t.TempDir(), "state") // -state-dir: created, kept
 	var out bytes.Buffer
 	res, err := runDirector(context.Background(), o, &out)
 	t.Logf("demo output:\n%s", out.String())
@@ -104,6 +106,7 @@ func TestDemoShortRun(t *testing.T) {
 		t.Fatalf("demo: %v", err)
 	}
 	assertAllExited(t, res.PIDs)
+	assertHistoryKept(t, o.StateDir, len(res.Cycles))
 	if len(res.PIDs) != 2*numServers {
 		t.Errorf("%d child PIDs recorded, want %d", len(res.PIDs), 2*numServers)
 	}
@@ -133,6 +136,28 @@ func TestDemoShortRun(t *testing.T) {
 	for _, want := range []string{"hog on s2 started", "hog on s2 over", "verdict:", "PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// assertHistoryKept checks that the -state-dir directory outlived the demo
+// with one history record per server for every cycle the demo printed.
+func assertHistoryKept(t *testing.T, dir string, cycles int) {
+	t.Helper()
+	perServer := map[string]int{}
+	notes, err := history.Read(dir, history.Filter{Service: demoService}, func(r history.Record) { perServer[r.Server]++ })
+	if err != nil {
+		t.Fatalf("read the kept history: %v", err)
+	}
+	if len(notes) > 0 {
+		t.Errorf("history lines skipped: %v", notes)
+	}
+	if len(perServer) != numServers {
+		t.Errorf("history has records of %d servers, want %d: %v", len(perServer), numServers, perServer)
+	}
+	for srv, n := range perServer {
+		if n != cycles {
+			t.Errorf("history has %d records of %s, want one per cycle: %d", n, srv, cycles)
 		}
 	}
 }
@@ -328,5 +353,53 @@ func TestDriverColumn(t *testing.T) {
 	}
 	if capacity.driverName() != "cap" || lvs.driverName() != "load" {
 		t.Errorf("headings %q and %q, want cap and load", capacity.driverName(), lvs.driverName())
+	}
+}
+
+// TestClientCountsInFlight checks that the client keeps the in-memory
+// table's active connections at its requests in flight per server: the
+// history's outcome for lvs-tune regress.
+func TestClientCountsInFlight(t *testing.T) {
+	mem := ipvs.NewMem()
+	svc, err := ipvs.ParseServiceKey(demoService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := netip.MustParseAddrPort("127.0.0.1:1001")
+	b := netip.MustParseAddrPort("127.0.0.1:1002")
+	if err := mem.AddService(svc, "wrr"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []netip.AddrPort{a, b} {
+		if err := mem.AddDestination(svc, d, defaultWeight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := newClient(mem, svc, 100, mem.RecordConnection)
+	cl.setActive = mem.SetActive
+	active := func() map[netip.AddrPort]int {
+		ds, err := mem.Destinations(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[netip.AddrPort]int{}
+		for _, d := range ds {
+			m[d.Addr] = d.ActiveConns
+		}
+		return m
+	}
+	cl.addInFlight(a, 1)
+	cl.addInFlight(a, 1)
+	cl.addInFlight(b, 1)
+	if got := active(); got[a] != 2 || got[b] != 1 {
+		t.Errorf("after 2 requests to a and 1 to b: active %v, want a 2, b 1", got)
+	}
+	cl.addInFlight(a, -1)
+	cl.addInFlight(b, -1)
+	if got := active(); got[a] != 1 || got[b] != 0 {
+		t.Errorf("after one of a's and b's ended: active %v, want a 1, b 0", got)
+	}
+	if n := cl.pickE.Load(); n != 0 {
+		t.Errorf("%d table errors counted, want 0", n)
 	}
 }

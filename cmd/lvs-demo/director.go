@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,14 +103,22 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 		_ = table.RemoveService(svc)
 	}()
 
-	stateDir, err := os.MkdirTemp("", "lvs-demo-state-")
+	stateDir, removeState, err := openStateDir(o.StateDir)
 	if err != nil {
-		return res, fmt.Errorf("state directory: %w", err)
+		return res, err
 	}
-	defer os.RemoveAll(stateDir)
-	cfg, err := monitor.ParseConfig("lvs-demo (built-in)", []byte(demoConfig(o.Interval, stateDir, servers)))
+	defer removeState()
+	cfgText := demoConfig(o.Interval, stateDir, servers)
+	cfg, err := monitor.ParseConfig("lvs-demo (built-in)", []byte(cfgText))
 	if err != nil {
 		return res, fmt.Errorf("demo configuration: %w", err)
+	}
+	if o.StateDir != "" {
+		// The configuration beside the history it made, for lvs-tune
+		// regress -config.
+		if err := os.WriteFile(filepath.Join(stateDir, "lvs-demo.toml"), []byte(cfgText), 0o644); err != nil {
+			return res, fmt.Errorf("-state-dir: %w", err)
+		}
 	}
 	store, err := monitor.NewFileStore(stateDir)
 	if err != nil {
@@ -120,12 +129,25 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 		return res, err
 	}
 	defer closeLog()
+	// The cycle history, as lvs-monitor records it: with -state-dir it
+	// outlives the demo and is a real history to read or fit (lvsctl
+	// history -dir, lvs-tune regress -dir).
+	recorder, err := monitor.OpenRecorder(stateDir, cfg.History, logger, nil)
+	if err != nil {
+		return res, fmt.Errorf("cycle history: %w", err)
+	}
+	defer func() {
+		if err := recorder.Close(); err != nil {
+			fmt.Fprintf(o.Stderr, "lvs-demo: cycle history: %v\n", err)
+		}
+	}()
 	m, err := monitor.New(cfg, monitor.Deps{
-		Table:  table,
-		Agents: monitor.NewHTTPAgentClient(),
-		Prober: monitor.NetProber{},
-		Store:  store,
-		Logger: logger,
+		Table:   table,
+		Agents:  monitor.NewHTTPAgentClient(),
+		Prober:  monitor.NetProber{},
+		Store:   store,
+		Logger:  logger,
+		History: recorder,
 	}, false)
 	if err != nil {
 		return res, fmt.Errorf("start the monitor: %w", err)
@@ -139,6 +161,9 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	defer stopRun()
 
 	cl := newClient(table, svc, o.Rate, count)
+	if mem, ok := table.(*ipvs.Mem); ok {
+		cl.setActive = mem.SetActive
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { cl.run(runCtx) })
 	hog := &hogEvent{}
@@ -174,7 +199,26 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	res.Verdict = judge(cycles, hs.Sub(start), he.Sub(start), o.Interval)
 	p.summary(cl)
 	p.verdict(res.Verdict)
+	if o.StateDir != "" {
+		fmt.Fprintf(out, "cycle history kept in %s, the configuration in %s\n", recorder.Path(), filepath.Join(stateDir, "lvs-demo.toml"))
+	}
 	return res, nil
+}
+
+// openStateDir returns the monitor's state directory: dir, created if
+// missing and kept, or (dir empty) a temporary one that remove deletes.
+func openStateDir(dir string) (path string, remove func(), err error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("-state-dir: %w", err)
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "lvs-demo-state-")
+	if err != nil {
+		return "", nil, fmt.Errorf("state directory: %w", err)
+	}
+	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
 }
 
 // startServers starts the backends, then one agent per backend, and waits

@@ -17,6 +17,7 @@
 //
 //	lvs-demo [-duration 30s] [-agent ./bin/lvs-agent] [-hog-at 6s] [-hog-for 12s]
 //	         [-interval 1s] [-rate 100] [-table mem|kernel] [-log FILE]
+//	         [-state-dir DIR]
 //	lvs-demo backend -listen 127.0.0.1:PORT
 //
 // -h prints the flags, -version the build information; both exit 0.
@@ -85,6 +86,7 @@ func parseDemoFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Rate, "rate", o.Rate, "client requests per second (1 to 1000)")
 	fs.StringVar(&o.Table, "table", o.Table, "IPVS table: mem (in-memory, no privileges) or kernel (this host's IPVS; root, modprobe ip_vs)")
 	fs.StringVar(&o.LogPath, "log", o.LogPath, "write the monitor's full log (info level) to `file`; default: warnings and errors to stderr")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "keep the monitor's state and cycle history (history.jsonl) in `dir`, created if missing; default: a temporary directory removed at exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: lvs-demo [flags]\n       lvs-demo backend -listen 127.0.0.1:PORT\n\n"+
 			"Three local servers, three real lvs-agents, the real monitor and real traffic;\n"+
@@ -119,6 +121,7 @@ type options struct {
 	Rate      int
 	Table     string // "mem" or "kernel"
 	LogPath   string // "" = monitor warnings to stderr
+	StateDir  string // "" = a temporary state directory, removed at exit
 	// Stderr receives the monitor's warnings when LogPath is empty
 	// (default os.Stderr). Tests set it.
 	Stderr io.Writer

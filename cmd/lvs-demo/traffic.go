@@ -25,15 +25,21 @@ type client struct {
 	// (ipvs.Mem.RecordConnection). The kernel counts its own connections;
 	// with -table kernel the demo's traffic does not pass through IPVS, so
 	// there is nothing to count.
-	count       func(ipvs.ServiceKey, netip.AddrPort) error
+	count func(ipvs.ServiceKey, netip.AddrPort) error
+	// setActive, if not nil, sets the table's active connection gauge
+	// (ipvs.Mem.SetActive) to the requests in flight to each server, as
+	// the kernel counts established connections: the history's outcome
+	// for lvs-tune regress. Nil with -table kernel, for the same reason.
+	setActive   func(svc ipvs.ServiceKey, dst netip.AddrPort, active, inactive int) error
 	rate        int // requests per second
 	maxInFlight int
 	http        *http.Client
 
-	mu    sync.Mutex
-	stats map[netip.AddrPort]*serverStats
-	skip  atomic.Int64 // ticks skipped: too many requests in flight
-	pickE atomic.Int64 // ticks with no server to pick, or a table error
+	mu       sync.Mutex
+	stats    map[netip.AddrPort]*serverStats
+	inFlight map[netip.AddrPort]int // requests in flight per server (setActive)
+	skip     atomic.Int64           // ticks skipped: too many requests in flight
+	pickE    atomic.Int64           // ticks with no server to pick, or a table error
 }
 
 // serverStats counts one server's requests.
@@ -55,7 +61,8 @@ func newClient(table ipvs.Table, svc ipvs.ServiceKey, rate int, count func(ipvs.
 			Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
 			Timeout:   2 * time.Second,
 		},
-		stats: map[netip.AddrPort]*serverStats{},
+		stats:    map[netip.AddrPort]*serverStats{},
+		inFlight: map[netip.AddrPort]int{},
 	}
 }
 
@@ -99,8 +106,10 @@ func (c *client) run(ctx context.Context) {
 		}
 		st := c.statsFor(dst)
 		st.sent.Add(1)
+		c.addInFlight(dst, 1)
 		wg.Go(func() {
 			defer func() { <-sem }()
+			defer c.addInFlight(dst, -1)
 			if err := c.get(reqCtx, dst); err != nil {
 				st.failed.Add(1)
 				st.lastErr.Store(err.Error())
@@ -108,6 +117,20 @@ func (c *client) run(ctx context.Context) {
 			}
 			st.ok.Add(1)
 		})
+	}
+}
+
+// addInFlight counts a request to dst starting (+1) or ending (-1) and
+// sets the table's active connections to the count.
+func (c *client) addInFlight(dst netip.AddrPort, delta int) {
+	if c.setActive == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight[dst] += delta
+	if err := c.setActive(c.svc, dst, c.inFlight[dst], 0); err != nil {
+		c.pickE.Add(1)
 	}
 }
 
