@@ -111,8 +111,8 @@ type Fit struct {
 	Coefficients Vector
 	// Standardised are the coefficients on inputs scaled to unit standard
 	// deviation, normalised to sum to 1: how much of the predicted spread
-	// of the outcome each figure carries. A figure that never varied
-	// (Constant) has 0 in both.
+	// of the outcome each figure carries. A figure that did not vary
+	// (Constant: standard deviation below MinSpread) has 0 in both.
 	Standardised Vector
 	Constant     [6]bool
 	// F is each figure's partial F statistic on the training time: how
@@ -136,6 +136,14 @@ type Fit struct {
 	// deviation. Positive: the fit predicts the outcome better.
 	GainMean, GainSD float64
 }
+
+// MinSpread is the standard deviation over the training time below which
+// a figure counts as constant and is left out of the fit. The figures are
+// fractions and ratios of order 1; one that moved by less than 0.001 (the
+// host's root filesystem shared by every server, say) carries no usable
+// signal, and standardising it would turn a tiny share of the outcome into
+// a large coefficient on its own scale.
+const MinSpread = 1e-3
 
 // GainBlocks is the number of stretches of held-out time the gain's
 // spread is measured over.
@@ -170,7 +178,7 @@ func Regress(samples []Sample, running Vector) (Fit, error) {
 
 	full := [6]bool{true, true, true, true, true, true}
 	for j := range sd {
-		if sd[j] == 0 {
+		if sd[j] < MinSpread {
 			fit.Constant[j] = true
 			full[j] = false
 		}

@@ -138,3 +138,28 @@ func TestRounded(t *testing.T) {
 		}
 	}
 }
+
+// A figure that barely moves — the host's root filesystem every server
+// shares, 0.2 ± 0.0002 — is constant: left out with 0 in every column,
+// not given a large coefficient on its own tiny scale, and the others are
+// still recovered.
+func TestRegressNearConstantFigure(t *testing.T) {
+	truth := Vector{0.2, 0.5, 0, 0, 0.3, 0}
+	samples := SamplesFromHistory(synthetic(truth, 8, 500, 0.05, 7))
+	for i := range samples {
+		samples[i].X[3] = 0.2 + 0.0002*math.Sin(float64(i)) // disk: sd ≈ 0.00014
+	}
+	fit, err := Regress(samples, Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fit.Constant[3] || fit.Coefficients[3] != 0 || fit.Standardised[3] != 0 {
+		t.Errorf("disk: constant %v, coefficient %v, standardised %v; want constant, 0, 0",
+			fit.Constant[3], fit.Coefficients[3], fit.Standardised[3])
+	}
+	for j, c := range fit.Coefficients {
+		if math.Abs(c-truth[j]) > 0.05 {
+			t.Errorf("%s = %.3f, want %.2f ± 0.05", Names[j], c, truth[j])
+		}
+	}
+}
