@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"lvs-feedback/agent"
 	"lvs-feedback/control"
 	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/monitor"
@@ -143,12 +144,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			log.Error("metrics: cannot listen (metrics_listen)", "error", err)
 			return 1
 		}
-		metricsSrv = newMetricsServer(reg, log)
-		go func() {
-			if err := metricsSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server", "error", err)
-			}
-		}()
+		metricsSrv, _ = serveMetrics(ln, reg, log)
 		log.Info("metrics listening", "address", ln.Addr().String(), "path", "/metrics")
 	}
 
@@ -212,6 +208,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newMetricsServer serves reg on /metrics with every timeout set: the
 // endpoint may face a network.
+// metricsMaxConns bounds the metrics endpoint's open connections. It has
+// no authentication: a peer that opens connections and never finishes a
+// request must not hold descriptors without end nor starve the scraper,
+// so at the limit the waiting connection of the address holding the most
+// is closed (agent.ConnLimiter, the same rule as lvs-agent's).
+const metricsMaxConns = 16
+
+// serveMetrics serves /metrics on ln, bounded to metricsMaxConns open
+// connections, until the returned server is shut down.
+func serveMetrics(ln net.Listener, reg *prometheus.Registry, log *slog.Logger) (*http.Server, *agent.ConnLimiter) {
+	srv := newMetricsServer(reg, log)
+	limited := agent.LimitConns(srv, ln, metricsMaxConns, log)
+	go func() {
+		if err := srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "error", err)
+		}
+	}()
+	return srv, limited
+}
+
 func newMetricsServer(reg *prometheus.Registry, log *slog.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{

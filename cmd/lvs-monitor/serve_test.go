@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"lvs-feedback/internal/sdnotifytest"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -118,6 +119,52 @@ func TestMetricsServerTimeouts(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d", resp.StatusCode)
+	}
+}
+
+// 200 connections from one address that send half a request header and
+// hold it hold at most metricsMaxConns descriptors, and a scrape from
+// another address (Prometheus) is answered meanwhile.
+func TestMetricsServerBoundsConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, limiter := serveMetrics(ln, metricsRig(t).Registry, discard)
+	defer srv.Close()
+	var holders []net.Conn
+	defer func() {
+		for _, c := range holders {
+			c.Close()
+		}
+	}()
+	for range 200 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, c)
+	}
+	scraper := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext,
+	}}
+	for range 3 {
+		resp, err := scraper.Get("http://" + ln.Addr().String() + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape during the flood: %v (limiter %+v)", err, limiter.Stats())
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "lvs_monitor_build_info") {
+			t.Fatalf("scrape during the flood: %d, %d bytes", resp.StatusCode, len(body))
+		}
+	}
+	st := limiter.Stats()
+	if st.Open > metricsMaxConns || st.Accepted < 200 || st.Evicted < 200-metricsMaxConns {
+		t.Errorf("limiter %+v: want at most %d open, every connection accepted, the flood's evicted", st, metricsMaxConns)
 	}
 }
 
