@@ -22,6 +22,7 @@ type DestStatus struct {
 	Key DestKey
 	policy.Observed
 	State         policy.Ownership // after this cycle's write, if any
+	SetBy         policy.Origin    // who set the weight that stands, after this cycle's write
 	KernelWeight  int              // after this cycle's write, if any
 	DefaultWeight int
 	InactiveConns int
@@ -275,7 +276,7 @@ func finish(rows []destRow) {
 		if d.Outcome.Wrote {
 			rec, d.Reason = d.Decision.Record, d.Decision.Reason
 		}
-		d.State, d.DefaultWeight = rec.State, rec.DefaultWeight(d.Configured)
+		d.State, d.SetBy, d.DefaultWeight = rec.State, rec.SetBy, rec.DefaultWeight(d.Configured)
 		d.AgentOK = rows[i].seen.agentOK
 	}
 }

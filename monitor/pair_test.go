@@ -200,10 +200,18 @@ func TestDirectorPair(t *testing.T) {
 		st := a.m.Status()
 		for _, s := range st.LastCycle.Dests {
 			if s.Key.Dest == rsC {
-				return s.State == policy.DrainedByOperator && a.weights(t)[rsC] == 0
+				return s.State == policy.DrainedByOperator && s.SetBy == policy.ByOperator && a.weights(t)[rsC] == 0
 			}
 		}
 		return false
+	})
+	// The standby's records say who set each weight, as the writer's do.
+	eventually(t, 10*time.Second, "b's records carry who set the weights", func() bool {
+		by := map[netip.AddrPort]policy.Origin{}
+		for _, s := range b.m.Status().LastCycle.Dests {
+			by[s.Key.Dest] = s.SetBy
+		}
+		return by[rsC] == policy.ByOperator && by[rsB] == policy.ByMonitor
 	})
 
 	// The active dies; keepalived moves the VIP to b.

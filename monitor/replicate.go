@@ -40,6 +40,7 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 				DefaultOverride:  rec.DefaultOverride,
 				OverriddenConfig: rec.OverriddenConfig,
 				RestoreWeight:    rec.RestoreWeight,
+				SetBy:            rec.SetBy,
 			}
 			if mem := m.mem[k]; mem != nil {
 				d.Carried = mem.policy.Carry(now)
@@ -146,6 +147,7 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 			DefaultOverride:  d.DefaultOverride,
 			OverriddenConfig: d.OverriddenConfig,
 			RestoreWeight:    d.RestoreWeight,
+			SetBy:            d.SetBy,
 		}
 		m.memory(k).policy.Resume(d.Carried, now)
 	}

@@ -224,9 +224,7 @@ func decodeState(data []byte) (State, error) {
 			default:
 				return nil, fmt.Errorf("%w: %s %s: unknown state %q", ErrCorruptState, svcText, dstText, rec.State)
 			}
-			switch rec.SetBy {
-			case "", policy.ByMonitor, policy.ByOperator, policy.ByHealthChecker, policy.ByTable: // "": saved before set_by
-			default:
+			if !rec.SetBy.Valid() {
 				return nil, fmt.Errorf("%w: %s %s: unknown set_by %q", ErrCorruptState, svcText, dstText, rec.SetBy)
 			}
 			if rec.Written < 0 || rec.Written > ipvs.MaxWeight {

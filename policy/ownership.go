@@ -44,6 +44,16 @@ const (
 	ByTable Origin = "table"
 )
 
+// Valid reports whether o is one of the origins, or "" (a record from
+// before origins were kept, or a peer that does not send them).
+func (o Origin) Valid() bool {
+	switch o {
+	case "", ByMonitor, ByOperator, ByHealthChecker, ByTable:
+		return true
+	}
+	return false
+}
+
 // DestRecord is what the daemon knows about one destination's weight. It is
 // persisted so that a restart neither un-drains an operator's server nor
 // leaves a recovered server at 0.

@@ -83,6 +83,9 @@ type DestState struct {
 	OverriddenConfig int
 	// RestoreWeight is the weight a Down server gets back.
 	RestoreWeight int
+	// SetBy says who set the weight that stands (monitor DestRecord.SetBy;
+	// "" from a peer that does not send it).
+	SetBy policy.Origin
 	// Carried is the controller's state a new writer takes over (the
 	// slow-start time as of when the message was sent).
 	policy.Carried
@@ -218,6 +221,9 @@ func (m *Message) validate() error {
 		if !validState(d.State) {
 			return fmt.Errorf("destination %s: unknown state %q", d.Key, d.State)
 		}
+		if !d.SetBy.Valid() {
+			return fmt.Errorf("destination %s: unknown set_by %q", d.Key, d.SetBy)
+		}
 		for _, w := range []int{d.Weight, d.DefaultWeight, d.DefaultOverride, d.OverriddenConfig, d.RestoreWeight} {
 			if !validWeight(w) {
 				return fmt.Errorf("destination %s: weight %d out of range 0..%d", d.Key, w, ipvs.MaxWeight)
@@ -303,6 +309,7 @@ type wireDest struct {
 	DefaultOverride  int      `json:"o,omitempty"`
 	OverriddenConfig int      `json:"oc,omitempty"`
 	RestoreWeight    int      `json:"r,omitempty"`
+	SetBy            string   `json:"by,omitempty"`
 	Ctrl             *float64 `json:"c,omitempty"`
 	RampNanos        *int64   `json:"ramp,omitempty"`
 }
@@ -342,6 +349,7 @@ func encodePayload(m *Message) ([]byte, error) {
 		w := wireDest{
 			Addr: d.Key.Dest.String(), State: d.State, Weight: d.Weight, DefaultWeight: d.DefaultWeight,
 			DefaultOverride: d.DefaultOverride, OverriddenConfig: d.OverriddenConfig, RestoreWeight: d.RestoreWeight,
+			SetBy: string(d.SetBy),
 		}
 		if d.CtrlSet {
 			c := d.Ctrl
@@ -393,6 +401,7 @@ func decodePayload(data []byte, m *Message) error {
 			d := DestState{
 				Key: DestKey{Service: svc, Dest: addr}, State: w.State, Weight: w.Weight, DefaultWeight: w.DefaultWeight,
 				DefaultOverride: w.DefaultOverride, OverriddenConfig: w.OverriddenConfig, RestoreWeight: w.RestoreWeight,
+				SetBy: policy.Origin(w.SetBy),
 			}
 			if w.Ctrl != nil {
 				d.Ctrl, d.CtrlSet = *w.Ctrl, true

@@ -72,6 +72,7 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 		"bad sender":       {Sender: "a b"},
 		"long sender":      {Sender: string(bytes.Repeat([]byte("x"), 65))},
 		"unknown state":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: "maintenance"}}}},
+		"unknown set_by":   {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, SetBy: "cron"}}}},
 		"negative weight":  {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: -1}}}},
 		"weight too large": {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
 		"duplicate":        {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},

@@ -328,7 +328,7 @@ func (c *cli) explain(ctx context.Context, args []string) int {
 
 func printExplanation(w io.Writer, e api.Explanation, loc *time.Location) {
 	fmt.Fprintf(w, "%s in %s, cycle at %s\n", e.Server, e.Service, e.CycleStart.In(loc).Format("15:04:05"))
-	fmt.Fprintf(w, "state %s (%s), kernel weight %d, default weight %d\n\n", e.State, e.Ownership, e.KernelWeight, e.DefaultWeight)
+	fmt.Fprintf(w, "state %s (%s%s), kernel weight %d, default weight %d\n\n", e.State, e.Ownership, setBy(e.SetBy), e.KernelWeight, e.DefaultWeight)
 
 	sumDirector := 0.0
 	for _, t := range e.Terms {
@@ -475,4 +475,13 @@ func (c *cli) findMonitor() (string, error) {
 		return p, nil
 	}
 	return "", errors.New("check-config runs lvs-monitor -check; lvs-monitor not found next to lvsctl or in PATH")
+}
+
+// setBy is ", set by WHO" for the explain header, or nothing when the
+// daemon did not say (an older daemon, or a record from before it kept it).
+func setBy(who string) string {
+	if who == "" {
+		return ""
+	}
+	return ", set by " + who
 }

@@ -39,6 +39,12 @@ func TestStatusSchedulerAndSummary(t *testing.T) {
 	if c := server(t, st, rsC); c.State != api.StateDown || c.KernelWeight != 0 {
 		t.Fatalf("C: %+v, want down at weight 0", c)
 	}
+	// Who set each weight: C's 0 is lvs-monitor's (its probe), B's the operator's.
+	for srv, want := range map[string]string{rsA: "table", rsB: "operator", rsC: "lvs-monitor"} {
+		if got := server(t, st, srv).SetBy; got != want {
+			t.Errorf("%s set_by %q, want %q", srv, got, want)
+		}
+	}
 
 	code, out, _ := lvsctl(t, r, "status")
 	if code != 0 {

@@ -192,7 +192,11 @@ type ServerStatus struct {
 	// State is one of the State* constants.
 	State string `json:"state"`
 	// Ownership is the monitor's record: one of the Ownership* constants.
-	Ownership     string `json:"ownership,omitempty"`
+	Ownership string `json:"ownership,omitempty"`
+	// SetBy says who set the weight that stands: "lvs-monitor",
+	// "operator", "health-checker" (the service's health_checker) or
+	// "table" (adopted as found); absent when the record predates it.
+	SetBy         string `json:"set_by,omitempty"`
 	KernelWeight  int    `json:"kernel_weight"`
 	DefaultWeight int    `json:"default_weight"`
 	// Load is the aggregate load (0 idle, 1 fully loaded); absent when it
@@ -308,6 +312,8 @@ type Explanation struct {
 	CycleStart time.Time `json:"cycle_start"`
 	State      string    `json:"state"`
 	Ownership  string    `json:"ownership"`
+	// SetBy: who set the weight that stands (as in ServerStatus).
+	SetBy string `json:"set_by,omitempty"`
 	// KernelWeight is the weight after the cycle's write, if any.
 	KernelWeight  int `json:"kernel_weight"`
 	DefaultWeight int `json:"default_weight"`
