@@ -339,16 +339,18 @@ func (capacityController) Measure(p WeightParams, servers []Server, follower boo
 // the default weight (anchored), at every step of a slow-start ramp, or
 // when the kernel weight is below the minimum. Without a capacity decision
 // this cycle the weight is kept — but a slow-start ramp goes on towards the
-// last weight (the restore weight of a server back from down).
+// last weight (the restore weight of a server back from down), up to and
+// including its last step, in the cycle the ramp ends.
 func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ramp float64, d *Decision) {
 	var c CapacityStep
 	if d.Trace.Capacity != nil {
 		c = *d.Trace.Capacity
 	}
+	ramping := ramp < 1 || d.Trace.RampEnded
 	switch {
 	case c.Weight > 0:
 		st.Ctrl = float64(c.Weight)
-	case ramp < 1 && st.Ctrl > 0:
+	case ramping && st.Ctrl > 0:
 	default:
 		return
 	}
@@ -360,7 +362,7 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	case cmp.Passes:
 	case o.Kernel < p.Min:
 		cmp.Overrule = fmt.Sprintf("the kernel weight %d is below min %d", o.Kernel, p.Min)
-	case ramp < 1 && to != o.Kernel:
+	case ramping && to != o.Kernel:
 		cmp.Overrule = "a slow-start step"
 	case p.Anchor > 0 && int(st.Ctrl) == def && to != o.Kernel:
 		// Anchored, back to the default weight is always written (the

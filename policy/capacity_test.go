@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestSmoothCapacity(t *testing.T) {
@@ -214,6 +215,49 @@ func TestDecideCapacityRampWithoutDecision(t *testing.T) {
 		a := decideOne(t, p, rec, 1, obs, st, tt.ramp)
 		if a.Write != tt.wantWrite || (a.Write && a.To != tt.wantTo) {
 			t.Errorf("%s: write %v to %d (%s), want write %v to %d", tt.name, a.Write, a.To, a.Reason, tt.wantWrite, tt.wantTo)
+		}
+	}
+}
+
+// TestDecideCapacityRampEnds: the cycle in which the slow start ends takes
+// its last step to the controller's weight even without a capacity
+// decision (a server lightly loaded, 10–20 % CPU, decides nothing): a
+// server re-added by keepalived stayed at 8 of 10, the ramp's 76 % step,
+// until it happened to be idle enough to be measured.
+func TestDecideCapacityRampEnds(t *testing.T) {
+	p := Params{
+		Weight: WeightParams{Min: 1, Controller: ControllerCapacity, Smoothing: 0.7, Band: 0.2,
+			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
+		Availability: Availability{SlowStart: 4 * time.Second, SlowStartFloor: 0.1, Fall: 1, Rise: 1},
+	}
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		name      string
+		kernel    int
+		since     time.Duration
+		wantWrite bool
+		wantTo    int
+	}{
+		// 3 s of 4: 0.1 + 0.9·0.75 = 0.775 → round(7.75) = 8
+		{"a step: 10·0.775", 5, 3 * time.Second, true, 8},
+		// ended: the last step, 8 → 10 (beyond the band too)
+		{"ended: to 10", 8, 4*time.Second + time.Millisecond, true, 10},
+		// ended at 9: within the band, written all the same
+		{"ended, within the band: to 10", 9, 5 * time.Second, true, 10},
+		{"ended, at 10 already", 10, 5 * time.Second, false, 0},
+	} {
+		st := &ServerState{Ctrl: 10, CtrlSet: true, RampStart: now.Add(-tt.since)}
+		o := Observed{Record: DestRecord{State: Managed, Written: tt.kernel}, Configured: 10, Kernel: tt.kernel,
+			NewConns: -1, Probed: true, Polled: true}
+		d := NewDecision(KindCycle, tt.kernel, o.Record)
+		d.Trace.Load = 0.2
+		e.decide(&o, st, &d, false, now)
+		if d.Write != tt.wantWrite || (d.Write && d.To != tt.wantTo) {
+			t.Errorf("%s: write %v to %d (%s), want write %v to %d", tt.name, d.Write, d.To, d.Reason, tt.wantWrite, tt.wantTo)
 		}
 	}
 }

@@ -83,6 +83,10 @@ type Trace struct {
 	DirectorOnly bool
 	// Ramp is the slow-start factor, 1 when not ramping.
 	Ramp float64
+	// RampEnded: the slow start ended this cycle (Ramp reached 1), so
+	// its last step — to the controller's weight — is still to be taken
+	// even when the controller decides nothing this cycle.
+	RampEnded bool
 	// Frozen: the service is frozen (fail static) this cycle.
 	Frozen bool
 	// CtrlBefore and CtrlAfter are the controller's fractional weight
@@ -335,6 +339,7 @@ func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, 
 		tr.Ramp = SlowStartFactor(now.Sub(t), av.SlowStart, av.SlowStartFloor)
 		if tr.Ramp >= 1 {
 			st.RampStart = time.Time{}
+			tr.RampEnded = true
 		}
 	}
 	if keepDrain(o, d) {
