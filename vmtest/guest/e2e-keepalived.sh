@@ -228,6 +228,21 @@ wait_for "the client gets answers through the VIP" sh -c "[ \$(grep -c '^rs' $W/
 say "setup done in $(($(now) - t_start)) s"
 
 # --- a. steady state: no fight ------------------------------------------------
+# keepalived may log each server's first check ("TCP connection to …
+# success") up to a delay_loop after it starts, and a quick setup can end
+# before that: the quiet window starts once its log has not grown for 5 s
+# (two delay_loops and more).
+ka_prev=$(ka_lines)
+ka_still=$(now)
+ka_settled() {
+	_c=$(ka_lines)
+	if [ "$_c" != "$ka_prev" ]; then
+		ka_prev=$_c
+		ka_still=$(now)
+	fi
+	[ $(($(now) - ka_still)) -ge 5 ]
+}
+wait_for "keepalived's log settles after its first checks" ka_settled
 ka0=$(ka_lines)
 m0=$(mon_mark)
 quiet() {
