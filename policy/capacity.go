@@ -113,13 +113,12 @@ type CapacityPeer struct {
 // cut to 1, while a busy server below it is below the true median as well.
 func AnchorFactors(peers []CapacityPeer) []float64 {
 	var known []float64
-	lowerBound := false
 	for _, p := range peers {
 		if p.Known {
 			known = append(known, p.PerWeight)
 		}
-		lowerBound = lowerBound || p.Idle
 	}
+	lowerBound := medianIsLowerBound(peers)
 	ref := median(known)
 	out := make([]float64, len(peers))
 	for i, p := range peers {
@@ -136,6 +135,18 @@ func AnchorFactors(peers []CapacityPeer) []float64 {
 		}
 	}
 	return out
+}
+
+// medianIsLowerBound reports whether the service's median in AnchorFactors
+// is only a lower bound: some server is lightly loaded (Idle), and its
+// figure is a lower bound of its capacity.
+func medianIsLowerBound(peers []CapacityPeer) bool {
+	for _, p := range peers {
+		if p.Idle {
+			return true
+		}
+	}
+	return false
 }
 
 // AnchorState is the anchored capacity controller's memory of one server.
@@ -299,10 +310,7 @@ func (capacityController) Measure(p WeightParams, servers []Server, follower boo
 		}
 	}
 	if p.Anchor > 0 {
-		lowerBoundMedian := false
-		for _, pr := range peers {
-			lowerBoundMedian = lowerBoundMedian || pr.Idle
-		}
+		lowerBoundMedian := medianIsLowerBound(peers)
 		for i, f := range AnchorFactors(peers) {
 			o, cs := servers[i].Obs, &servers[i].State.Capacity
 			steps[i].Factor = f
