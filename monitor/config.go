@@ -390,7 +390,13 @@ func (cfg *Config) check(probs *configProblems) {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
 	}
 
-	if _, err := policy.NewController(w); err != nil {
+	switch w.Controller {
+	case policy.ControllerCapacity:
+		if err := policy.CheckCoefficients(c); err != nil {
+			bad("coefficients", "%v", err)
+		}
+	case policy.ControllerLVS:
+	default:
 		bad("weight.controller", "must be %q or %q, got %q", policy.ControllerCapacity, policy.ControllerLVS, w.Controller)
 	}
 	if !(w.Smoothing >= 0 && w.Smoothing < 1) {
