@@ -280,7 +280,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		o := sv.Obs
 		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
 		if o.agentOK() {
-			steps[i].Busy, steps[i].Bottleneck = experimentBusy(o, cc.coef)
+			steps[i].Busy, steps[i].Bottleneck = Busy(o.Figures(), cc.coef)
 			busies = append(busies, steps[i].Busy)
 		}
 	}
