@@ -245,6 +245,25 @@ type CapacityStep struct {
 	Estimate   float64
 }
 
+// busyText is the bottleneck and its busy fraction in words, "disk 97%
+// busy (CPU 12%)"; "CPU 45% busy" when the CPU is the bottleneck.
+func (c CapacityStep) busyText() string {
+	if c.Bottleneck == "" || c.Bottleneck == ResourceCPU {
+		return fmt.Sprintf("CPU %.0f%% busy", c.CPU*100)
+	}
+	return fmt.Sprintf("%s %.0f%% busy (CPU %.0f%%)", c.Bottleneck, c.Busy*100, c.CPU*100)
+}
+
+// bottleneckNote names a bottleneck other than the CPU for a reason or a
+// verdict, "; bottleneck disk 97% busy (CPU 12%)"; "" for the CPU, so that
+// a CPU-bound server's reasons read as they always have.
+func (c CapacityStep) bottleneckNote() string {
+	if c.Bottleneck == "" || c.Bottleneck == ResourceCPU {
+		return ""
+	}
+	return "; bottleneck " + c.busyText()
+}
+
 // capacityController weighs servers by their measured capacity: the
 // connections each served per unit of the busy fraction of its bottleneck
 // among the resources coef enables (Busy) — throughput ÷ utilisation —
@@ -400,6 +419,9 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", c.Factor, p.Anchor*100)
 	default:
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share", c.Factor)
+	}
+	if c.Weight > 0 {
+		reason += c.bottleneckNote()
 	}
 	propose(d, to, reason, ramp)
 }
