@@ -265,6 +265,11 @@ func ignoredCoefficients(file string, idx fileIndex, cfg Config) []ConfigWarning
 		"coefficients.process":  {c.Process, def.Process, "runnable tasks beyond the CPUs show as CPU busy, which the cpu coefficient counts"},
 	}
 	var ws []ConfigWarning
+	if policy.NoResource(c) {
+		ws = append(ws, ConfigWarning{File: file, Line: idx.lines["coefficients"], Key: "coefficients",
+			Msg: fmt.Sprintf("cpu, disk and memory are all 0: the %q controller has no resource enabled to measure capacity against, and measures it per unit of CPU busy as if cpu were above 0",
+				policy.ControllerCapacity)})
+	}
 	for _, s := range idx.settings {
 		k, ok := ignored[schemaKey(s.path)]
 		if !ok || k.v == k.def {
@@ -424,13 +429,7 @@ func (cfg *Config) check(probs *configProblems) {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
 	}
 
-	switch w.Controller {
-	case policy.ControllerCapacity:
-		if err := policy.CheckCoefficients(c); err != nil {
-			bad("coefficients", "%v", err)
-		}
-	case policy.ControllerLVS:
-	default:
+	if _, err := policy.NewController(w, c); err != nil {
 		bad("weight.controller", "must be %q or %q, got %q", policy.ControllerCapacity, policy.ControllerLVS, w.Controller)
 	}
 	if !(w.Smoothing >= 0 && w.Smoothing < 1) {

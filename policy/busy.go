@@ -1,7 +1,5 @@
 package policy
 
-import "fmt"
-
 // The server resources the capacity controller measures capacity against,
 // as CapacityStep.Bottleneck names them.
 const (
@@ -39,11 +37,15 @@ func (o *Observed) Figures() ResourceFigures {
 // name. A coefficient's size does not scale its resource: a disk 95 % busy
 // is the bottleneck of a server whose CPU is 30 % busy whatever the two
 // coefficients are, and the weight of a coefficient in the displayed load
-// does not say how close its resource is to saturation
-// (docs/design.md, "Capacity against the bottleneck"). On a tie the
-// earlier of cpu, disk, memory is named. With no resource enabled busy is
-// 0 and bottleneck "" (CheckCoefficients refuses that).
+// does not say how close its resource is to saturation (docs/design.md,
+// "Capacity against the bottleneck"). On a tie the earlier of cpu, disk,
+// memory is named. With none of the three above 0 (NoResource) the CPU is
+// measured, as the controller did before it read the coefficients:
+// lvs-monitor -check warns about such a set.
 func Busy(f ResourceFigures, c Coefficients) (busy float64, bottleneck string) {
+	if NoResource(c) {
+		return f.CPU, ResourceCPU
+	}
 	for _, r := range []struct {
 		name string
 		coef float64
@@ -60,12 +62,10 @@ func Busy(f ResourceFigures, c Coefficients) (busy float64, bottleneck string) {
 	return busy, bottleneck
 }
 
-// CheckCoefficients reports whether the capacity controller can run with
-// c: it needs at least one server resource (cpu, disk or memory) to
-// measure capacity against.
-func CheckCoefficients(c Coefficients) error {
-	if !(c.CPU > 0 || c.Disk > 0 || c.Memory > 0) {
-		return fmt.Errorf("the %q controller measures capacity per unit of the busiest of cpu, disk and memory: at least one of them must be above 0", ControllerCapacity)
-	}
-	return nil
+// NoResource reports whether c enables none of the resources the capacity
+// controller measures against (cpu, disk and memory all 0): a set fitted
+// to the director's own figures (input, response) can be, and the
+// controller then falls back to the CPU (Busy) rather than refusing it.
+func NoResource(c Coefficients) bool {
+	return !(c.CPU > 0 || c.Disk > 0 || c.Memory > 0)
 }

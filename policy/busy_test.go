@@ -24,7 +24,7 @@ func TestBusy(t *testing.T) {
 		{"memory 0: memory pressure does not count", ResourceFigures{CPU: 0.4, IOBusy: 0.2, MemoryPressure: 0.6}, Coefficients{CPU: 0.5, Disk: 0.5}, 0.4, "cpu"},
 		{"cpu 0: the disk alone, even when the CPU is busier", ResourceFigures{CPU: 0.9, IOBusy: 0.3}, Coefficients{Disk: 0.5, Response: 0.5}, 0.3, "disk"},
 		{"a tie names the CPU", ResourceFigures{CPU: 0.5, IOBusy: 0.5}, defaultCoefficients, 0.5, "cpu"},
-		{"input, response and process alone: nothing to measure against", ResourceFigures{CPU: 0.5}, Coefficients{Input: 0.3, Response: 0.3, Process: 0.4}, 0, ""},
+		{"input, response and process alone: the CPU, as before the coefficients counted", ResourceFigures{CPU: 0.5, IOBusy: 0.9}, Coefficients{Input: 0.3, Response: 0.3, Process: 0.4}, 0.5, "cpu"},
 		{"an idle server", ResourceFigures{}, defaultCoefficients, 0, "cpu"},
 	} {
 		busy, name := Busy(tt.f, tt.c)
@@ -34,20 +34,14 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-func TestCheckCoefficients(t *testing.T) {
-	if err := CheckCoefficients(Coefficients{Input: 0.5, Response: 0.4, Process: 0.1}); err == nil {
-		t.Error("no cpu, disk or memory coefficient: no error")
+func TestNoResource(t *testing.T) {
+	if !NoResource(Coefficients{Input: 0.5, Response: 0.4, Process: 0.1}) {
+		t.Error("no cpu, disk or memory coefficient: NoResource false")
 	}
 	for _, c := range []Coefficients{defaultCoefficients, {Disk: 1}, {Memory: 0.2, Response: 0.8}} {
-		if err := CheckCoefficients(c); err != nil {
-			t.Errorf("%+v: %v", c, err)
+		if NoResource(c) {
+			t.Errorf("%+v: NoResource true", c)
 		}
-	}
-	if _, err := NewEngine(Params{Coefficients: Coefficients{Input: 1}, Weight: WeightParams{Controller: ControllerCapacity}}); err == nil {
-		t.Error("NewEngine: the capacity controller with nothing to measure against was accepted")
-	}
-	if _, err := NewEngine(Params{Coefficients: Coefficients{Input: 1}, Weight: WeightParams{Controller: ControllerLVS}}); err != nil {
-		t.Errorf("NewEngine: the LVS formula does not need a resource coefficient: %v", err)
 	}
 }
 

@@ -27,9 +27,6 @@ func NewController(p WeightParams, c Coefficients) (Controller, error) {
 	case ControllerLVS:
 		return lvsFormula{}, nil
 	case ControllerCapacity:
-		if err := CheckCoefficients(c); err != nil {
-			return nil, err
-		}
 		return capacityController{coef: c}, nil
 	}
 	return nil, fmt.Errorf("weight.controller must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
