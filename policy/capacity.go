@@ -246,9 +246,13 @@ type CapacityStep struct {
 }
 
 // busyText is the bottleneck and its busy fraction in words, "disk 97%
-// busy (CPU 12%)"; "CPU 45% busy" when the CPU is the bottleneck.
+// busy (CPU 12%)"; "CPU 45% busy" when the CPU is the bottleneck; "no agent
+// figures" when the server's agent did not answer this cycle.
 func (c CapacityStep) busyText() string {
-	if c.Bottleneck == "" || c.Bottleneck == ResourceCPU {
+	if c.Bottleneck == "" {
+		return "no agent figures"
+	}
+	if c.Bottleneck == ResourceCPU {
 		return fmt.Sprintf("CPU %.0f%% busy", c.CPU*100)
 	}
 	return fmt.Sprintf("%s %.0f%% busy (CPU %.0f%%)", c.Bottleneck, c.Busy*100, c.CPU*100)
