@@ -3,7 +3,7 @@
 // part of the product.
 //
 //	diskserver serve -listen :80 -disk /dev/nullb0 -name rs1 [-reads 1] [-log FILE]
-//	diskserver client -url http://10.0.1.100/ -workers 8 -stop FILE -counts FILE
+//	diskserver client -url http://10.0.1.100/ -workers 8 -rate 40 -stop FILE -counts FILE
 //
 // serve answers GET / with its -name after -reads random 4 KiB reads of
 // -disk opened with O_DIRECT (no page cache: every read reaches the device),
@@ -13,9 +13,11 @@
 // line, which vmtest/guest/lib.sh's probe_counts counts).
 //
 // client runs -workers closed loops, each fetching -url on a new connection
-// (so IPVS schedules every request) until -stop exists or SIGTERM; it
-// rewrites -counts every second with "NAME N" per answering server and
-// "fail N".
+// (so IPVS schedules every request), together at most -rate requests a
+// second, until -stop exists or SIGTERM; it rewrites -counts every second
+// with "NAME N" per answering server and "fail N". The rate keeps the fast
+// servers from taking every CPU of a slow test VM; the loops keep a slow
+// server's queue full: a loop waiting on it sends nothing else.
 package main
 
 import (
@@ -171,16 +173,19 @@ func client(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	url := fs.String("url", "", "`URL` to fetch")
 	workers := fs.Int("workers", 8, "concurrent closed loops")
+	rate := fs.Float64("rate", 40, "at most this many `requests` a second, all loops together")
 	stopFile := fs.String("stop", "", "stop once this `file` exists")
 	countsPath := fs.String("counts", "", "rewrite this `file` every second with the answers per server")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *url == "" || *countsPath == "" || *workers < 1 {
-		return errors.New("client needs -url, -counts and -workers ≥ 1")
+	if *url == "" || *countsPath == "" || *workers < 1 || !(*rate > 0 && *rate <= 1e6) {
+		return errors.New("client needs -url, -counts, -workers ≥ 1 and 0 < -rate ≤ 1e6")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	pace := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+	defer pace.Stop()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var mu sync.Mutex
 	counts := map[string]int{}
@@ -189,7 +194,12 @@ func client(ctx context.Context, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-pace.C:
+				}
 				who := fetch(ctx, hc, *url)
 				if ctx.Err() != nil {
 					return // cut short by the stop, not a failure
