@@ -1,22 +1,23 @@
 # Guest end-to-end test: a real server held back by its disk while its CPU
 # stays low; the coefficients decide whether its weight falls
-# (docs/testing-kernel.md, "A disk-bound server").
+# (docs/testing-kernel.md, "The disk-bound server test").
 #
 # make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
 # rs1..rs3, weight 10 each. Each real server has a block device of its own,
-# a null_blk device made through configfs: rs2's completes every I/O after
+# a null_blk device made through configfs (nullb-rsI): rs2's completes every I/O after
 # $SLOW_NS ns on a timer, one at a time (hw_queue_depth 1), so it serves at
 # most 1e9/$SLOW_NS reads a second and is busy all the time under load;
 # rs1's and rs3's complete at once. Each runs `diskserver serve`: GET / reads
 # one random 4 KiB block of its device with O_DIRECT, then answers its name
 # (GET /health, the monitor's probe, does no I/O). Each has an lvs-agent
 # measuring the server's process (-source process:PID: its own CPU) and its
-# own device alone (-disk-devices nullbK: all namespaces share one
+# own device alone (-disk-devices nullb-rsI: all namespaces share one
 # /proc/diskstats). A client (`diskserver client`) runs $WORKERS closed
 # loops through the VIP, $RATE requests a second at most, each on a new
-# connection: rs2's queue never empties, so its disk stays busy while every CPU stays low. Assertions:
+# connection: rs2's queue never empties, so its disk stays busy while every
+# CPU stays low. Assertions:
 #   agent. rs2's agent reports cpu < 0.3 and disk_io_busy > 0.7 (device
-#      nullbK, rs2's own); rs1's and rs3's report disk_io_busy < 0.3;
+#      nullb-rs2, its own); rs1's and rs3's report disk_io_busy < 0.3;
 #   a. with the default [coefficients] (disk = 0.1), lvs-monitor lowers rs2's
 #      weight below its configured 10 within $CYCLES monitor cycles;
 #   b. with disk = 0 (cpu 0.4, the others as default, sum 1) — a new monitor,
@@ -93,7 +94,7 @@ load() { in_ns director timeout 5 wget -q -O - "http://$(topo_rs_ip "$1"):9771/v
 field() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
 # mknullb NAME COMPLETION_NS: a 1 GiB null_blk device through configfs;
 # COMPLETION_NS > 0: every I/O completes after that long on a timer
-# (irqmode 2), one at a time; 0: at once. Prints its name (nullbN).
+# (irqmode 2), one at a time; 0: at once. Prints the disk's name.
 mknullb() {
 	_d=$NB/$1
 	mkdir "$_d" || return 1
@@ -106,8 +107,8 @@ mknullb() {
 	fi
 	_before=$(ls /sys/block)
 	echo 1 >"$_d/power" || return 1
-	# Its name: the disk that appeared (nullbN by its index on 6.1; later
-	# kernels may name it after the configfs directory).
+	# Its name: the disk that appeared (6.1 names it after the configfs
+	# directory; older kernels nullbN, by its index).
 	_n=$(ls /sys/block | grep -vxF "$_before")
 	[ -n "$_n" ] && [ -b "/dev/$_n" ] || {
 		echo "no new block device after powering $1 on (index $(cat "$_d/index"); /sys/block: $(ls /sys/block | tr '\n' ' '))" >&2
