@@ -36,7 +36,8 @@
 #      --stats) holds more than 10 % of them (the three sum to N, or a few
 #      fewer: a repeated source port can reuse a connection entry);
 #   a. lvs-monitor in each director (backend etcd): one leader, two
-#      followers; the three tables hold identical weights;
+#      followers; the three tables, which started at weights 10, 7 and 4,
+#      hold identical weights;
 #   b. a CPU hog in rs2's group: rs2's weight falls to at most half of the
 #      others, identically in all three tables; only the leader computes
 #      (followers log no "weight changed" of their own computation);
@@ -222,10 +223,12 @@ for d in 1 2 3; do
 		wait_for "rs$i's agent answers from dir$d" agent_ok "$d" "$i"
 	done
 done
-# Each director's own table: the same service, DR, equal weights.
+# Each director's own table: the same service, DR; dir1 at weights 10,
+# dir2 at 7, dir3 at 4, so that the tables being identical in a shows the
+# leader's weights applied in the others.
 for d in 1 2 3; do
 	run ip netns exec "dir$d" ipvsadm -A -t "$SVC" -s wrr
-	for i in 1 2 3; do run ip netns exec "dir$d" ipvsadm -a -t "$SVC" -r "$(rs "$i")" -g -w 10; done
+	for i in 1 2 3; do run ip netns exec "dir$d" ipvsadm -a -t "$SVC" -r "$(rs "$i")" -g -w $((13 - 3 * d)); done
 done
 : >"$W/httpd-probe-mark"
 say "network and servers up in $(($(now) - t_start)) s"
@@ -280,7 +283,7 @@ ip netns exec etcd etcd --name fleet-e2e --data-dir "$W/etcd-data" \
 	--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
 	--listen-peer-urls http://10.7.0.5:2380 --initial-advertise-peer-urls http://10.7.0.5:2380 \
 	--initial-cluster fleet-e2e=http://10.7.0.5:2380 --initial-cluster-state new \
-	--heartbeat-interval 200 --election-timeout 2000 >"$W/etcd.log" 2>&1 &
+	--heartbeat-interval 200 --election-timeout 2000 --logger zap >"$W/etcd.log" 2>&1 &
 ETCDPID=$!
 etcd_ok() {
 	kill -0 "$ETCDPID" 2>/dev/null || fail "etcd exited at start: $(tail -n 3 "$W/etcd.log")"
@@ -510,6 +513,11 @@ unreachable() {
 	done
 }
 wait_cycles 15 "lvsctl status and lvs_monitor_fleet_etcd_up say etcd is unreachable on every remaining director" unreachable
+for d in $REST; do
+	ctl "$d" status >"$W/status$d.txt" 2>&1 || fail "d: lvsctl status on dir$d failed: $(cat "$W/status$d.txt")"
+	grep -q 'ETCD UNREACHABLE: table held' "$W/status$d.txt" || fail "d: lvsctl status on dir$d does not say etcd is unreachable: $(grep fleet -A1 "$W/status$d.txt")"
+done
+grep -A1 '^fleet:' "$W/status$NEW.txt"
 # The hog stops now: a director deciding alone would raise rs2 again.
 kill "$HOG"
 wait "$HOG" 2>/dev/null
