@@ -88,6 +88,10 @@ func (s *Server) status(st monitor.Status) api.Status {
 	if sy := st.Sync; sy != nil {
 		out.Sync = &api.SyncStatus{ID: sy.ID, Role: sy.Role, Writer: sy.Writer, Phase: sy.Phase, Epoch: sy.Epoch, Leader: sy.Leader,
 			Peers: []api.SyncPeer{}, Frames: sy.Frames}
+		if f := sy.Fleet; f != nil {
+			out.Sync.Fleet = &api.FleetStatus{Leader: f.Leader, LeaderID: f.LeaderID, EtcdUp: f.EtcdUp, EtcdError: f.EtcdError, LeaseOK: f.LeaseOK,
+				DocRevision: f.DocRevision, Directors: f.Directors, EtcdErrors: f.EtcdErrors}
+		}
 		for _, p := range sy.Peers {
 			peer := api.SyncPeer{Address: p.Address, Unreachable: p.Unreachable, LastError: p.LastError}
 			if !p.LastOK.IsZero() {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"lvs-feedback/ipvs"
 	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
+	"lvs-feedback/scheduler"
 )
 
 // Config is lvs-monitor's configuration, read from TOML by LoadConfig.
@@ -51,10 +53,13 @@ func (c Config) Policy() policy.Params {
 	return policy.Params{Coefficients: c.Coefficients, Weight: c.Weight, Availability: c.Availability, Guard: c.Guard}
 }
 
-// SyncConfig makes this director one of a synchronised group
-// (docs/director-pair.md). Without an id the director runs alone.
+// SyncConfig makes this director one of a synchronised group: a pair
+// (docs/director-pair.md) or, with backend "etcd", a fleet of active
+// directors (docs/fleet.md). Without an id the director runs alone.
 type SyncConfig struct {
-	ID      string       `toml:"id"`       // this director's id, unique in the group
+	ID      string       `toml:"id"`      // this director's id, unique in the group
+	Backend string       `toml:"backend"` // "pair" (default) or "etcd"
+	Etcd    EtcdConfig   `toml:"etcd"`
 	Listen  string       `toml:"listen"`   // address the sync listener binds, HOST:PORT
 	KeyFile string       `toml:"key_file"` // shared HMAC key, mode 0600, ≥ 32 bytes
 	Role    string       `toml:"role"`     // "vip" (follow keepalived), "active" or "standby"
@@ -63,6 +68,22 @@ type SyncConfig struct {
 
 	VIPAddrs []netip.Addr `toml:"-"`
 }
+
+// EtcdConfig is how a fleet director reaches etcd (backend "etcd").
+type EtcdConfig struct {
+	Endpoints    []string      `toml:"endpoints"`
+	Prefix       string        `toml:"prefix"`    // key prefix, default "/lvs-feedback/"
+	LeaseTTL     time.Duration `toml:"lease_ttl"` // default 3 × interval
+	DialTimeout  time.Duration `toml:"dial_timeout"`
+	CAFile       string        `toml:"ca_file"`
+	CertFile     string        `toml:"cert_file"`
+	KeyFile      string        `toml:"key_file"`
+	Username     string        `toml:"username"`
+	PasswordFile string        `toml:"password_file"` // mode 0600
+}
+
+// Fleet reports whether the director is one of an etcd fleet.
+func (s SyncConfig) Fleet() bool { return s.Enabled() && s.Backend == "etcd" }
 
 // PeerConfig is another director of the group.
 type PeerConfig struct {
@@ -535,10 +556,23 @@ func (cfg *Config) check(probs *configProblems) {
 func (cfg *Config) checkSync(bad func(key, format string, a ...any)) {
 	s := &cfg.Sync
 	if !s.Enabled() {
-		if s.Listen != "" || s.KeyFile != "" || len(s.Peers) > 0 || s.Role != "" || len(s.VIPs) > 0 {
+		if s.Listen != "" || s.KeyFile != "" || len(s.Peers) > 0 || s.Role != "" || len(s.VIPs) > 0 || s.Backend != "" || len(s.Etcd.Endpoints) > 0 {
 			bad("sync.id", "the [sync] section needs this director's id")
 		}
 		return
+	}
+	switch s.Backend {
+	case "":
+		s.Backend = "pair"
+	case "pair":
+	case "etcd":
+		cfg.checkFleet(bad)
+		return
+	default:
+		bad("sync.backend", "must be \"pair\" or \"etcd\", got %q", s.Backend)
+	}
+	if len(s.Etcd.Endpoints) > 0 {
+		bad("sync.etcd.endpoints", "only with backend = \"etcd\"")
 	}
 	if s.Listen == "" {
 		bad("sync.listen", "must be HOST:PORT for the sync listener")
@@ -588,6 +622,63 @@ func (cfg *Config) checkSync(bad func(key, format string, a ...any)) {
 		}
 		if s.Role == "vip" && len(s.VIPAddrs) == 0 {
 			bad("sync.vips", "role \"vip\" needs the virtual IPs to watch (the services are all fwmark services)")
+		}
+	}
+}
+
+// checkFleet checks [sync] with backend "etcd" and fills its defaults.
+func (cfg *Config) checkFleet(bad func(key, format string, a ...any)) {
+	s := &cfg.Sync
+	if !scheduler.ValidSender(s.ID) {
+		bad("sync.id", "must be 1 to %d letters, digits, '.', '_' or '-', got %q", scheduler.MaxSenderLen, s.ID)
+	}
+	for key, set := range map[string]bool{"listen": s.Listen != "", "key_file": s.KeyFile != "", "role": s.Role != "", "vips": len(s.VIPs) > 0, "peer": len(s.Peers) > 0} {
+		if set {
+			bad("sync."+key, "a pair key: not with backend = \"etcd\" (the fleet meets through etcd)")
+		}
+	}
+	e := &s.Etcd
+	if len(e.Endpoints) == 0 {
+		bad("sync.etcd.endpoints", "backend \"etcd\" needs at least one etcd endpoint URL")
+	}
+	for i, ep := range e.Endpoints {
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(fmt.Sprintf("sync.etcd.endpoints[%d]", i), "want an http:// or https:// URL, got %q", ep)
+		}
+	}
+	if e.Prefix == "" {
+		e.Prefix = "/lvs-feedback/"
+	} else if !strings.HasSuffix(e.Prefix, "/") {
+		bad("sync.etcd.prefix", "must end with '/', got %q", e.Prefix)
+	}
+	if e.LeaseTTL == 0 {
+		e.LeaseTTL = max(3*cfg.Interval, 2*time.Second)
+	}
+	if e.LeaseTTL < 2*time.Second || e.LeaseTTL%time.Second != 0 {
+		bad("sync.etcd.lease_ttl", "must be whole seconds, at least 2 s (etcd leases count seconds), got %v", e.LeaseTTL)
+	} else if cfg.Interval > 0 && e.LeaseTTL < 2*cfg.Interval {
+		bad("sync.etcd.lease_ttl", "must be at least 2 intervals (%v): a director publishes once a cycle, got %v", 2*cfg.Interval, e.LeaseTTL)
+	}
+	if e.DialTimeout == 0 {
+		e.DialTimeout = 5 * time.Second
+	} else if e.DialTimeout < 0 {
+		bad("sync.etcd.dial_timeout", "must be positive, got %v", e.DialTimeout)
+	}
+	for key, path := range map[string]string{"ca_file": e.CAFile, "cert_file": e.CertFile, "key_file": e.KeyFile, "password_file": e.PasswordFile} {
+		if path != "" && !strings.HasPrefix(path, "/") {
+			bad("sync.etcd."+key, "must be an absolute path, got %q", path)
+		}
+	}
+	if (e.CertFile == "") != (e.KeyFile == "") {
+		bad("sync.etcd.cert_file", "cert_file and key_file go together")
+	}
+	if (e.Username == "") != (e.PasswordFile == "") {
+		bad("sync.etcd.username", "username and password_file go together")
+	} else if e.PasswordFile != "" {
+		if fi, err := os.Stat(e.PasswordFile); err != nil {
+			bad("sync.etcd.password_file", "%v", err)
+		} else if fi.Mode().Perm()&0o077 != 0 {
+			bad("sync.etcd.password_file", "must not be readable by group or others (mode 0600), got %v", fi.Mode().Perm())
 		}
 	}
 }

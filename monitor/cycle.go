@@ -85,6 +85,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
 	}
 	m.observe(rows)
+	m.addFleetInputs(rows)
 	m.decide(rows)
 	res := m.applyRows(rows)
 	errs := []error{res.err}

@@ -41,6 +41,13 @@ type Metrics struct {
 	reloadTime      prometheus.Gauge
 	historyErrors   prometheus.Counter
 	historyDrops    prometheus.Counter
+	// The fleet series (registered for every director; 0 outside a fleet).
+	fleetLeader      prometheus.Gauge
+	fleetEtcdUp      prometheus.Gauge
+	fleetDirectors   prometheus.Gauge
+	fleetDocRevision prometheus.Gauge
+	fleetEtcdErrors  prometheus.Counter
+	fleetErrorsSeen  uint64
 
 	seen map[[2]string]bool // destinations with series, to delete removed ones
 }
@@ -109,6 +116,18 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 	reg.MustRegister(x.historyErrors, x.historyDrops)
 	x.syncWriter = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "sync_writer", Help: "1 when this director writes the weights of its synchronised group (or runs alone)."})
 	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime, x.syncWriter)
+	gauge := func(name, help string) prometheus.Gauge {
+		v := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: name, Help: help})
+		reg.MustRegister(v)
+		return v
+	}
+	x.fleetLeader = gauge("fleet_leader", "1 when this director leads its etcd fleet (decides and writes the fleet's weights).")
+	x.fleetEtcdUp = gauge("fleet_etcd_up", "1 when this fleet director's last etcd operation succeeded; 0 while etcd is unreachable (the table is held).")
+	x.fleetDirectors = gauge("fleet_directors", "Directors of the fleet publishing counters (with a live etcd lease), as last read.")
+	x.fleetDocRevision = gauge("fleet_document_revision", "etcd revision of the fleet's desired-state document last read or written.")
+	x.fleetEtcdErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "fleet_etcd_errors_total",
+		Help: "Failed etcd operations of this fleet director (unreachable, lease lost, malformed values read)."})
+	reg.MustRegister(x.fleetEtcdErrors)
 	revision := build.Revision
 	if revision == "" {
 		revision = "unknown"
@@ -272,5 +291,21 @@ func (x *Metrics) historyError() {
 func (x *Metrics) historyDropped() {
 	if x != nil {
 		x.historyDrops.Inc()
+	}
+}
+
+// observeFleet updates the fleet series (an etcd fleet director).
+func (x *Metrics) observeFleet(s FleetStatus) {
+	if x == nil {
+		return
+	}
+	x.syncWriter.Set(b2f(s.Leader))
+	x.fleetLeader.Set(b2f(s.Leader))
+	x.fleetEtcdUp.Set(b2f(s.EtcdUp))
+	x.fleetDirectors.Set(float64(s.Directors))
+	x.fleetDocRevision.Set(float64(s.DocRevision))
+	if s.EtcdErrors > x.fleetErrorsSeen {
+		x.fleetEtcdErrors.Add(float64(s.EtcdErrors - x.fleetErrorsSeen))
+		x.fleetErrorsSeen = s.EtcdErrors
 	}
 }

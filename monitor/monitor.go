@@ -34,6 +34,9 @@ type Deps struct {
 	// (tests use them).
 	Roles        scheduler.RoleSource
 	SyncListener net.Listener
+	// Fleet, if non-nil, replaces the etcd client a fleet director builds
+	// from its configuration.
+	Fleet FleetStore
 	// Now is the clock (default time.Now). A simulator passes its own so
 	// that everything time-based in the monitor follows simulated time.
 	Now func() time.Time
@@ -70,6 +73,9 @@ type Monitor struct {
 	// collects operator changes made here in localEdits (replicate.go).
 	follower   bool
 	localEdits []localEdit
+	// fleetIn: a fleet director's own figures and, on the leader, the
+	// other directors' (fleet.go); nil unless one of an etcd fleet.
+	fleetIn *fleetInputs
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
@@ -177,6 +183,9 @@ type observed struct {
 // afterCycle, if non-nil, is called after each cycle (e.g. to notify
 // systemd or print a table).
 func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) error {
+	if m.cfg.Sync.Fleet() {
+		return m.runFleet(ctx, afterCycle)
+	}
 	var p *pair // nil: a director that runs alone
 	if m.cfg.Sync.Enabled() {
 		var err error

@@ -21,6 +21,9 @@ type SyncStatus struct {
 	Epoch  uint64
 	Leader string // the writer this director follows or is, "id@epoch"
 	Peers  []SyncPeer
+	// Fleet is the etcd side of a fleet director (backend "etcd"); nil in
+	// a pair.
+	Fleet *FleetStatus
 	// Frames counts the sync frames this director received, by result:
 	// "accepted" or a rejection reason.
 	Frames map[string]uint64

@@ -99,7 +99,9 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 	case st.Reload.At != nil:
 		fmt.Fprintf(w, "config: reloaded at %s\n", st.Reload.At.In(loc).Format("15:04:05"))
 	}
-	if sy := st.Sync; sy != nil {
+	if sy := st.Sync; sy != nil && sy.Fleet != nil {
+		printFleet(w, sy)
+	} else if sy != nil {
 		what := "follower: another director writes the weights"
 		if sy.Writer {
 			what = "writer: this director writes the weights"
@@ -198,4 +200,29 @@ func summaryText(s api.ServiceSummary) string {
 		text += fmt.Sprintf(", %d at weight 0", s.ZeroWeight)
 	}
 	return text + fmt.Sprintf("; weights sum %d of defaults %d", s.WeightSum, s.DefaultSum)
+}
+
+// printFleet prints a fleet director's line: its role, the leader, etcd's
+// state and the document revision.
+func printFleet(w io.Writer, sy *api.SyncStatus) {
+	f := sy.Fleet
+	role := "follower: applies the leader's weights"
+	if f.Leader {
+		role = "LEADER: decides and writes the fleet's weights"
+	}
+	leader := f.LeaderID
+	if leader == "" {
+		leader = "none known"
+	}
+	etcd := "etcd reachable"
+	if !f.EtcdUp {
+		etcd = "ETCD UNREACHABLE: table held (fail static)"
+		if f.EtcdError != "" {
+			etcd += ": " + f.EtcdError
+		}
+	} else if !f.LeaseOK {
+		etcd = "etcd reachable, NO LEASE: table held"
+	}
+	fmt.Fprintf(w, "fleet: %s, %s (leader %s, %d directors, document revision %d)\n", sy.ID, role, leader, f.Directors, f.DocRevision)
+	fmt.Fprintf(w, "  %s; %d failed etcd operations\n", etcd, f.EtcdErrors)
 }

@@ -96,6 +96,21 @@ type SyncStatus struct {
 	// Frames counts the sync frames received, by result: "accepted" or a
 	// rejection reason.
 	Frames map[string]uint64 `json:"frames,omitempty"`
+	// Fleet is the etcd side of a fleet director (docs/fleet.md); absent
+	// in a pair.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
+}
+
+// FleetStatus is a fleet director's view of etcd and its leader.
+type FleetStatus struct {
+	Leader      bool   `json:"leader"`    // this director leads
+	LeaderID    string `json:"leader_id"` // the leader it follows or is
+	EtcdUp      bool   `json:"etcd_up"`
+	EtcdError   string `json:"etcd_error,omitempty"`
+	LeaseOK     bool   `json:"lease_ok"`
+	DocRevision int64  `json:"document_revision"`
+	Directors   int    `json:"directors"`
+	EtcdErrors  uint64 `json:"etcd_errors"`
 }
 
 // SyncPeer is another director of the group.

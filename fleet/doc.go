@@ -1,0 +1,24 @@
+// Package fleet is the etcd edge of a fleet of active directors (several
+// directors behind ECMP, each with its own IPVS table, sharing one
+// controller). It owns the etcd side only:
+//
+//   - the connection (endpoints, TLS client certificates, user and
+//     password) and this director's lease (a concurrency.Session);
+//   - the election of the leader (concurrency.Election), whose key's
+//     creation revision is the leader's term and fences every write it
+//     makes;
+//   - the key layout under the prefix and the wire format of what is
+//     stored there: each director's per-destination counters and pending
+//     operator edits (Counters, under its lease), and the leader's desired
+//     state (Document, one key, written only while the election key is
+//     the leader's and the document's revision is the one it read);
+//   - the counts of failed etcd operations and whether etcd answered.
+//
+// It must not decide weights, touch an IPVS table or read the monitor's
+// records: lvs-monitor (monitor/fleet.go) runs the controller on the sums
+// of the directors' counters and applies the Document through its single
+// write path. The replicated state is scheduler.Snapshot, the edits
+// scheduler.Edit and the acknowledgements scheduler.Ack, as the director
+// pair defines them. docs/fleet.md describes the key layout and the
+// failure semantics.
+package fleet
