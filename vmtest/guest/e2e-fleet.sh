@@ -98,11 +98,20 @@ fail() {
 		[ -S "$W/ctl$d/control.sock" ] && { echo "--- dir$d: lvsctl status"; ctl "$d" status 2>&1 | head -n 30; }
 		[ -s "$W/mon$d.log" ] && { echo "--- mon$d.log (last 30 lines)"; tail -n 30 "$W/mon$d.log"; }
 	done
-	[ -s "$W/etcd.log" ] && { echo "--- etcd.log (last 10 lines)"; tail -n 10 "$W/etcd.log"; }
+	[ -s "$W/etcd.log" ] && { echo "--- etcd.log (last 10 lines)"; tail -n 10 "$W/etcd.log" | cut -c1-300; }
+	[ -n "$ETCDPID" ] && { echo "--- the fleet's state document in etcd (/lvs-feedback/state)"; fleet_doc | head -c 3000; echo; }
 	for i in 1 2 3; do echo "--- agent rs$i: $(tail -n 2 "$W/agent$i.log" 2>/dev/null | tr '\n' ' ')"; done
 	echo "--- client answers: $(sort "$W/hits" 2>/dev/null | uniq -c | tr '\n' ' ')"
 	cleanup
 	exit 1
+}
+
+# fleet_doc: the value of /lvs-feedback/state, read through etcd's JSON
+# gateway (POST /v3/kv/range, the key and the value base64; no etcdctl in
+# the guest).
+fleet_doc() {
+	ip netns exec dir1 timeout 5 wget -q -O - --post-data '{"key":"L2x2cy1mZWVkYmFjay9zdGF0ZQ=="}' "$ETCD_URL/v3/kv/range" 2>/dev/null |
+		sed -n 's/.*"value":"\([^"]*\)".*/\1/p' | base64 -d 2>/dev/null
 }
 
 WAIT_POLL=0.3
