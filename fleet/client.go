@@ -30,7 +30,7 @@ type Config struct {
 	LeaseTTL    time.Duration
 	DialTimeout time.Duration
 	// OpTimeout bounds every read and write (default DialTimeout).
-	OpTimeout time.Duration
+	OpTimeout                 time.Duration
 	CAFile, CertFile, KeyFile string
 	Username, PasswordFile    string
 	// Observer: keep a lease and publish, but never campaign (a director
@@ -157,7 +157,15 @@ func (c *Client) Keys() Keys { return c.keys }
 // once instead of after the TTL) and disconnects.
 func (c *Client) Close() error {
 	c.cancel()
-	<-c.done
+	select {
+	case <-c.done:
+	case <-time.After(2 * c.cfg.OpTimeout):
+		// etcd unreachable: the election's own resignation waits on the
+		// client, which closing releases.
+		err := c.cli.Close()
+		<-c.done
+		return err
+	}
 	return c.cli.Close()
 }
 
@@ -289,8 +297,8 @@ func (c *Client) publish(ctx context.Context, ctr Counters) error {
 
 // Fleet is what the leader reads at the start of its cycle.
 type Fleet struct {
-	// Directors are the counters of every director with a live lease
-	// (this one included), malformed ones left out (see Malformed).
+	// Directors are the counters of the other directors with a live
+	// lease, malformed ones left out (see Malformed).
 	Directors []Counters
 	Malformed []error
 	// Document is the stored desired state; nil if none yet.
@@ -299,13 +307,13 @@ type Fleet struct {
 	DocumentRevision int64
 }
 
-// ReadFleet is the leader's read: every director's counters and the
-// document, in one transaction that succeeds only while this director
-// holds the election key. A malformed document is an error (wrapping
-// ErrMalformed): a leader does not overwrite what it cannot read... it
-// starts from its own state, see the monitor.
-func (c *Client) ReadFleet(ctx context.Context) (Fleet, error) {
-	f, err := c.readFleet(ctx)
+// ReadFleet is the leader's read: the other directors' counters and the
+// document's revision (and, withDocument, the document: a leader needs it
+// only when its term starts), in one transaction that succeeds only while
+// this director holds the election key. A malformed document is an error
+// wrapping ErrMalformed, with the rest of the Fleet.
+func (c *Client) ReadFleet(ctx context.Context, withDocument bool) (Fleet, error) {
+	f, err := c.readFleet(ctx, withDocument)
 	if err != nil && errors.Is(err, ErrNotLeader) {
 		c.lostLeadership()
 	}
@@ -313,7 +321,7 @@ func (c *Client) ReadFleet(ctx context.Context) (Fleet, error) {
 	return f, err
 }
 
-func (c *Client) readFleet(ctx context.Context) (Fleet, error) {
+func (c *Client) readFleet(ctx context.Context, withDocument bool) (Fleet, error) {
 	_, key, rev, leading, err := c.lease()
 	if err != nil {
 		return Fleet{}, err
@@ -323,10 +331,14 @@ func (c *Client) readFleet(ctx context.Context) (Fleet, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
+	var docOpts []clientv3.OpOption
+	if !withDocument {
+		docOpts = append(docOpts, clientv3.WithKeysOnly()) // its revision only
+	}
 	var resp *clientv3.TxnResponse
 	if err := retry(ctx, func() (err error) {
 		resp, err = c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpGet(c.keys.Directors(), clientv3.WithPrefix()), clientv3.OpGet(c.keys.State())).Commit()
+			Then(clientv3.OpGet(c.keys.Directors(), clientv3.WithPrefix()), clientv3.OpGet(c.keys.State(), docOpts...)).Commit()
 		return err
 	}); err != nil {
 		return Fleet{}, fmt.Errorf("read the fleet: %w", err)
@@ -335,7 +347,11 @@ func (c *Client) readFleet(ctx context.Context) (Fleet, error) {
 		return Fleet{}, ErrNotLeader
 	}
 	var f Fleet
+	own := c.keys.Director(c.cfg.ID)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		if string(kv.Key) == own {
+			continue // the leader has its own figures
+		}
 		ctr, err := DecodeCounters(kv.Value)
 		if err == nil && c.keys.Director(ctr.Director) != string(kv.Key) {
 			err = fmt.Errorf("counters of %q stored under %q", ctr.Director, kv.Key)
@@ -348,6 +364,9 @@ func (c *Client) readFleet(ctx context.Context) (Fleet, error) {
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		f.DocumentRevision = kvs[0].ModRevision
+		if !withDocument {
+			return f, nil
+		}
 		d, err := DecodeDocument(kvs[0].Value)
 		if err != nil {
 			return f, fmt.Errorf("%w: %s: %w", ErrMalformed, kvs[0].Key, err)

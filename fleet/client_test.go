@@ -65,7 +65,7 @@ func TestElectionFencing(t *testing.T) {
 	}
 	for _, x := range []*Client{a, b, d} {
 		if x != leader {
-			if _, err := x.ReadFleet(ctx); !errors.Is(err, ErrNotLeader) {
+			if _, err := x.ReadFleet(ctx, true); !errors.Is(err, ErrNotLeader) {
 				t.Fatalf("a follower's fenced read: %v, want ErrNotLeader", err)
 			}
 			if err := x.Publish(ctx, Counters{Director: x.cfg.ID, Dests: []DestCounters{{Key: testKey, NewTotal: 5, New: 5, Active: 2}}}); err != nil {
@@ -73,7 +73,7 @@ func TestElectionFencing(t *testing.T) {
 			}
 		}
 	}
-	fl, err := leader.ReadFleet(ctx)
+	fl, err := leader.ReadFleet(ctx, true)
 	if err != nil || len(fl.Directors) != 2 || fl.Document != nil {
 		t.Fatalf("leader's read: %+v, %v; want 2 directors, no document", fl, err)
 	}
@@ -115,7 +115,7 @@ func TestElectionFencing(t *testing.T) {
 	if _, err := leader.WriteDocument(ctx, doc, rev, Counters{Director: leader.cfg.ID}); err == nil {
 		t.Fatal("the resigned leader wrote the document")
 	}
-	fl, err = next.ReadFleet(ctx)
+	fl, err = next.ReadFleet(ctx, true)
 	if err != nil || fl.Document == nil || fl.Document.Leader != leader.cfg.ID {
 		t.Fatalf("new leader's read: %+v, %v", fl, err)
 	}
@@ -128,8 +128,14 @@ func TestMalformedDocument(t *testing.T) {
 	a := newClient(t, c, "a")
 	cli := c.Client(t)
 	ctx := context.Background()
-	for _, bad := range []string{"{", `{"v":1,"leader":"x","term":5,"dests":[{"svc":"10.0.0.1:80/tcp","dst":"10.0.1.1:80","s":"managed","w":70000}]}`,
-		`{"v":2,"leader":"x","term":5}`, `{"v":1,"leader":"x y","term":5}`} {
+	for _, bad := range []string{"{",
+		"lvs-feedback-state 1 x 5 1\ns 10.0.0.1:80/tcp\nd 10.0.1.1:80 managed 70000 10 0 0 0 - 0 0 0 0\n", // weight out of range
+		"lvs-feedback-state 2 x 5 1\n",   // another format version
+		"lvs-feedback-state 1 x/y 5 1\n", // bad leader id
+		"lvs-feedback-state 1 x 0 1\n",   // no term
+		"lvs-feedback-state 1 x 5 1\ns 10.0.0.1:80/tcp\nd 10.0.1.1:80 gone 1 10 0 0 0 - 0 0 0 0\n",      // unknown state
+		"lvs-feedback-state 1 x 5 1\ns 10.0.0.1:80/tcp\nd 10.0.1.1:80 managed 1 10 0 0 0 - NaN 1 0 0\n", // controller state
+	} {
 		if _, err := cli.Put(ctx, "/t/state", bad); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +159,7 @@ func TestOneMemberDown(t *testing.T) {
 	c.Members[0].Stop()
 	ctx := context.Background()
 	for i := range 5 {
-		fl, err := a.ReadFleet(ctx)
+		fl, err := a.ReadFleet(ctx, false)
 		if err != nil {
 			t.Fatalf("read %d with a member down: %v", i, err)
 		}

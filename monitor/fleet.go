@@ -40,7 +40,7 @@ type FleetStatus struct {
 type FleetStore interface {
 	Status() fleet.Status
 	Publish(ctx context.Context, c fleet.Counters) error
-	ReadFleet(ctx context.Context) (fleet.Fleet, error)
+	ReadFleet(ctx context.Context, withDocument bool) (fleet.Fleet, error)
 	WriteDocument(ctx context.Context, d fleet.Document, docRev int64, own fleet.Counters) (int64, error)
 	ReadView(ctx context.Context) (fleet.View, error)
 	Close() error
@@ -60,9 +60,9 @@ type localFigures struct {
 }
 
 type otherFigures struct {
-	New                   int64
-	Active, ActiveDelta   int
-	Inactive, Publishing  int
+	New                  int64
+	Active, ActiveDelta  int
+	Inactive, Publishing int
 }
 
 // addFleetInputs runs in the cycle after observe: it keeps this director's
@@ -139,7 +139,7 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 		e := cfg.Etcd
 		c, err := fleet.New(fleet.Config{ID: cfg.ID, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
 			OpTimeout: max(m.cfg.Interval, time.Second), // an unreachable etcd must not stall cycles for long			CAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile, Username: e.Username, PasswordFile: e.PasswordFile,
-			Observer: m.dryRun, Logger: m.log})
+			Observer:  m.dryRun, Logger: m.log})
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +172,7 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	var fl fleet.Fleet
 	if st.Leader {
 		var err error
-		fl, err = f.store.ReadFleet(ctx)
+		fl, err = f.store.ReadFleet(ctx, f.term != st.Term) // the document itself only when a term starts
 		switch {
 		case err == nil:
 			leading = true
@@ -212,7 +212,7 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	edits := f.m.takeLocalEdits()
 	own := f.counters()
 	if leading {
-		f.st.Directors = len(fl.Directors)
+		f.st.Directors = len(fl.Directors) + 1
 		f.writeDocument(ctx, own)
 	} else {
 		for _, e := range edits {

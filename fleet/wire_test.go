@@ -1,0 +1,76 @@
+package fleet
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"lvs-feedback/scheduler"
+)
+
+func TestCountersRoundTrip(t *testing.T) {
+	keys := benchKeys(250)
+	c := Counters{Director: "dir-1", Start: 7, Cycle: 99}
+	for i, k := range keys {
+		c.Dests = append(c.Dests, DestCounters{Key: k, NewTotal: uint64(i * 1000), New: int64(i) - 1, Active: i, Inactive: 2 * i})
+	}
+	c.Edits = []scheduler.Edit{{Pos: scheduler.EditPos{Epoch: 7, ID: 3}, Key: keys[5], Weight: 0}, {Pos: scheduler.EditPos{Epoch: 7, ID: 4}, Key: keys[200], Weight: 17}}
+	b, err := EncodeCounters(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeCounters(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", got, c)
+	}
+}
+
+func TestCountersMalformed(t *testing.T) {
+	good := "lvs-feedback-counters 1 d1 1 2\ns 10.0.0.1:80/tcp\nd 10.0.1.1:80 5 1 2 3\n"
+	if _, err := DecodeCounters([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{
+		"", "{}", "lvs-feedback-counters 2 d1 1 2\n", "lvs-feedback-counters 1 d/1 1 2\n",
+		"lvs-feedback-counters 1 d1 1 2\nd 10.0.1.1:80 5 1 2 3\n", // destination before a service
+		strings.Replace(good, "5 1 2 3", "5 -2 2 3", 1),           // new below -1
+		strings.Replace(good, "5 1 2 3", "5 1 -2 3", 1),           // negative active
+		strings.Replace(good, "5 1 2 3", "5 1 2", 1),              // a field missing
+		strings.Replace(good, "10.0.1.1:80", "10.0.1.1", 1),       // no port
+		good + "e 10.0.1.1:80 1 2 70000\n",                        // edit weight out of range
+		good + "x what\n",
+	} {
+		if _, err := DecodeCounters([]byte(bad)); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+func TestDocumentRoundTrip(t *testing.T) {
+	d := Document{Leader: "dir1", Term: 12, Cycle: 3, Acks: []scheduler.Ack{{Peer: "dir2", Pos: scheduler.EditPos{Epoch: 4, ID: 9}}}}
+	for i, k := range benchKeys(20) {
+		d.Snapshot.Dests = append(d.Snapshot.Dests, scheduler.DestState{Key: k, State: "managed", Weight: i, DefaultWeight: 10, SetBy: "lvs-monitor"})
+	}
+	d.Snapshot.Dests[3].Ctrl, d.Snapshot.Dests[3].CtrlSet = 4.25, true
+	b, err := EncodeDocument(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeDocument(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, d) {
+		t.Fatalf("round trip differs:\n%+v\n%+v", got, d)
+	}
+	dup := d
+	dup.Snapshot.Dests = append(dup.Snapshot.Dests, d.Snapshot.Dests[0])
+	if b, _ := EncodeDocument(dup); true {
+		if _, err := DecodeDocument(b); err == nil {
+			t.Error("a destination listed twice decoded")
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package monitor
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fleetMinimal = minimal + `[sync]
+id = "dir1"
+backend = "etcd"
+[sync.etcd]
+endpoints = ["http://127.0.0.1:2379"]
+`
+
+func TestFleetConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig("fleet.toml", []byte(fleetMinimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Sync.Etcd
+	if !cfg.Sync.Fleet() || e.Prefix != "/lvs-feedback/" || e.LeaseTTL != 15*time.Second || e.DialTimeout != 5*time.Second {
+		t.Fatalf("fleet defaults: fleet %v %+v; want prefix /lvs-feedback/, lease 3 × 5 s, dial 5 s", cfg.Sync.Fleet(), e)
+	}
+	pair, err := ParseConfig("pair.toml", []byte(minimal+"[sync]\nid = \"a\"\nlisten = \"127.0.0.1:9773\"\nkey_file = \"/k\"\nrole = \"active\"\n[[sync.peer]]\nid = \"b\"\naddress = \"127.0.0.1:9774\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pair.Sync.Fleet() || pair.Sync.Backend != "pair" {
+		t.Fatalf("a pair config: fleet %v backend %q", pair.Sync.Fleet(), pair.Sync.Backend)
+	}
+}
+
+// TestFleetConfigErrors: every misuse is named by its key.
+func TestFleetConfigErrors(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(open, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ add, key string }{
+		"pair key listen":     {"listen = \"127.0.0.1:9773\"\n", "sync.listen"},
+		"pair key role":       {"role = \"active\"\n", "sync.role"},
+		"pair peers":          {"[[sync.peer]]\nid = \"b\"\naddress = \"127.0.0.1:1\"\n", "sync.peer"},
+		"no endpoints":        {"[sync.etcd]\nendpoints = []\n", "sync.etcd.endpoints"},
+		"endpoint not URL":    {"[sync.etcd]\nendpoints = [\"127.0.0.1:2379\"]\n", "sync.etcd.endpoints[0]"},
+		"prefix":              {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nprefix = \"/x\"\n", "sync.etcd.prefix"},
+		"lease below 2 s":     {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nlease_ttl = \"1s\"\n", "sync.etcd.lease_ttl"},
+		"lease fraction":      {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nlease_ttl = \"10500ms\"\n", "sync.etcd.lease_ttl"},
+		"lease below 2 ivals": {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nlease_ttl = \"8s\"\n", "sync.etcd.lease_ttl"},
+		"cert without key":    {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\ncert_file = \"/c.pem\"\n", "sync.etcd.cert_file"},
+		"relative ca":         {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nca_file = \"ca.pem\"\n", "sync.etcd.ca_file"},
+		"user without pw":     {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nusername = \"u\"\n", "sync.etcd.username"},
+		"pw file readable":    {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nusername = \"u\"\npassword_file = \"" + open + "\"\n", "sync.etcd.password_file"},
+	}
+	for name, c := range cases {
+		conf := minimal + "[sync]\nid = \"dir1\"\nbackend = \"etcd\"\n" + c.add
+		if !strings.Contains(c.add, "[sync.etcd]") {
+			conf = minimal + "[sync]\nid = \"dir1\"\nbackend = \"etcd\"\n" + c.add + "[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\n"
+			if strings.HasPrefix(c.add, "[[") { // an array table ends [sync]: the etcd table goes first
+				conf = minimal + "[sync]\nid = \"dir1\"\nbackend = \"etcd\"\n[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\n" + c.add
+			}
+		}
+		_, err := ParseConfig("bad.toml", []byte(conf))
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, c.key)
+		}
+	}
+	if _, err := ParseConfig("bad.toml", []byte(minimal+"[sync]\nid = \"dir1\"\nbackend = \"raft\"\n")); err == nil || !strings.Contains(err.Error(), "sync.backend") {
+		t.Errorf("unknown backend: %v", err)
+	}
+	if _, err := ParseConfig("bad.toml", []byte(minimal+"[sync]\nbackend = \"etcd\"\n")); err == nil || !strings.Contains(err.Error(), "sync.id") {
+		t.Errorf("fleet without id: %v", err)
+	}
+}
