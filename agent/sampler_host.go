@@ -33,11 +33,12 @@ type hostCounters struct {
 
 // hostReader reads hostCounters from a procfs root.
 type hostReader struct {
-	proc   procfs.FS
-	block  blockdevice.FS
-	mounts []string
-	now    func() time.Time
-	statfs func(path string, st *unix.Statfs_t) error
+	proc    procfs.FS
+	block   blockdevice.FS
+	mounts  []string
+	devices map[string]bool // the only devices counted; nil: countedDevice's default
+	now     func() time.Time
+	statfs  func(path string, st *unix.Statfs_t) error
 }
 
 func newHostReader(o Options) (*hostReader, error) {
@@ -55,7 +56,47 @@ func newHostReader(o Options) (*hostReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("procfs: %w", err)
 	}
-	return &hostReader{proc: p, block: b, mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}, nil
+	h := &hostReader{proc: p, block: b, mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}
+	if len(o.DiskDevices) > 0 {
+		h.devices = make(map[string]bool, len(o.DiskDevices))
+		for _, d := range o.DiskDevices {
+			h.devices[d] = true
+		}
+	}
+	return h, nil
+}
+
+// AbsentDiskDevices returns the devices of o.DiskDevices that
+// /proc/diskstats (under o.ProcRoot) does not list now, in the order given.
+// The agent warns about them at start: such a device counts nothing until
+// it appears.
+func AbsentDiskDevices(o Options) ([]string, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(o.DiskDevices) == 0 {
+		return nil, nil
+	}
+	b, err := blockdevice.NewFS(o.ProcRoot, o.ProcRoot)
+	if err != nil {
+		return nil, fmt.Errorf("procfs: %w", err)
+	}
+	ds, err := b.ProcDiskstats()
+	if err != nil {
+		return nil, fmt.Errorf("read /proc/diskstats: %w", err)
+	}
+	present := make(map[string]bool, len(ds))
+	for _, d := range ds {
+		present[d.DeviceName] = true
+	}
+	var absent []string
+	for _, d := range o.DiskDevices {
+		if !present[d] {
+			absent = append(absent, d)
+		}
+	}
+	return absent, nil
 }
 
 func (h *hostReader) read() (hostCounters, error) {
@@ -87,7 +128,7 @@ func (h *hostReader) read() (hostCounters, error) {
 	}
 	c.ioTicks = make(map[string]uint64, len(ds))
 	for _, d := range ds {
-		if countedDevice(d.DeviceName) {
+		if countedDevice(d.DeviceName, h.devices) {
 			c.ioTicks[d.DeviceName] = d.IOsTotalTicks
 		}
 	}
@@ -132,8 +173,13 @@ func psiSome10(s procfs.PSIStats, err error, path string) (*float64, error) {
 }
 
 // countedDevice reports whether a /proc/diskstats device counts towards the
-// disk load. Loop, RAM and compressed-RAM devices are not disks.
-func countedDevice(name string) bool {
+// disk load: with only (the operator's list) set, the devices it names and
+// no other, loop devices included if named; without it, every device but
+// loop, RAM and compressed-RAM devices, which are not disks.
+func countedDevice(name string, only map[string]bool) bool {
+	if only != nil {
+		return only[name]
+	}
 	for _, p := range []string{"loop", "ram", "zram"} {
 		if strings.HasPrefix(name, p) {
 			return false

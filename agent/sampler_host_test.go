@@ -2,9 +2,12 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,5 +294,84 @@ func TestHostRealProc(t *testing.T) {
 	}
 	if time.Since(rep.Time) > time.Minute || time.Since(rep.Time) < 0 {
 		t.Errorf("time %v", rep.Time)
+	}
+}
+
+// TestHostDiskDevices reads the fixtures (t0 to t1, 2 s: loop0 +2000 ms,
+// sda +500, sda1 +400, sdb +1200) with a device list: only the named
+// devices count, loop devices included when named.
+func TestHostDiskDevices(t *testing.T) {
+	for _, tt := range []struct {
+		devices []string
+		busy    float64
+		device  string
+	}{
+		{nil, 0.6, "sdb"},                      // default: every disk but loop0
+		{[]string{"sda"}, 0.25, "sda"},         // sdb, busier, not counted
+		{[]string{"sda1", "sda"}, 0.25, "sda"}, // the busiest of those named
+		{[]string{"loop0"}, 1, "loop0"},        // named: counted though a loop device
+		{[]string{"sda", "nvme9n1"}, 0.25, "sda"},
+		{[]string{"nvme9n1"}, 0, ""}, // absent: nothing counts
+	} {
+		mk := func(o Options) (*HostSource, error) {
+			o.DiskDevices = tt.devices
+			return NewHostSource(o)
+		}
+		rep := readFixture(t, mk, func(s *HostSource) *hostReader { return s.h })
+		near(t, fmt.Sprintf("%v: disk_io_busy", tt.devices), rep.Raw.DiskIOBusy, tt.busy)
+		if rep.Raw.DiskIODevice != tt.device {
+			t.Errorf("%v: disk_io_device = %q, want %q", tt.devices, rep.Raw.DiskIODevice, tt.device)
+		}
+	}
+}
+
+func TestDiskDevicesRefused(t *testing.T) {
+	many := make([]string, maxDiskDevices+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("sd%d", i)
+	}
+	for _, tt := range []struct {
+		devices []string
+		want    string
+	}{
+		{[]string{""}, "empty disk device name"},
+		{[]string{"sda", ""}, "empty disk device name"},
+		{[]string{"/dev/sda"}, `disk device "/dev/sda": want a name as in /proc/diskstats (sda, not /dev/sda)`},
+		{[]string{"sd a"}, `disk device "sd a" contains a blank`},
+		{[]string{"sda", "sdb", "sda"}, `disk device "sda" named twice`},
+		{many, "65 disk devices, at most 64"},
+	} {
+		o := fixtureOptions("t0")
+		o.DiskDevices = tt.devices
+		_, err := NewHostSource(o)
+		if err == nil || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("%q: err %v, want %q", tt.devices, err, tt.want)
+		}
+		if _, err := AbsentDiskDevices(o); err == nil || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("AbsentDiskDevices %q: err %v, want %q", tt.devices, err, tt.want)
+		}
+	}
+}
+
+func TestAbsentDiskDevices(t *testing.T) {
+	for _, tt := range []struct {
+		devices, absent []string
+	}{
+		{nil, nil},
+		{[]string{"sda", "loop0"}, nil},
+		{[]string{"nvme9n1", "sdb", "dm-3"}, []string{"nvme9n1", "dm-3"}},
+	} {
+		o := fixtureOptions("t0")
+		o.DiskDevices = tt.devices
+		got, err := AbsentDiskDevices(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tt.absent) {
+			t.Errorf("%q: absent %q, want %q", tt.devices, got, tt.absent)
+		}
+	}
+	if _, err := AbsentDiskDevices(Options{ProcRoot: "testdata/none", DiskDevices: []string{"sda"}}); err == nil {
+		t.Error("missing /proc/diskstats accepted")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // A Source is one kind of load an agent can measure: the host, a cgroup or a
@@ -36,11 +37,20 @@ type Options struct {
 	// DiskMounts are the mount points whose space use counts towards the
 	// disk load. Default ["/"].
 	DiskMounts []string
+	// DiskDevices, when not empty, are the only block devices (names as in
+	// /proc/diskstats, such as sda or nvme0n1) whose I/O busy time counts
+	// towards the disk load; a named device absent from /proc/diskstats
+	// counts nothing until it appears. Empty: every device except loop,
+	// RAM and compressed-RAM devices.
+	DiskDevices []string
 }
 
 // maxDiskMounts bounds the mount list so a reply stays far below
 // MaxReportBytes.
 const maxDiskMounts = 32
+
+// maxDiskDevices bounds the device list; a real server has a handful.
+const maxDiskDevices = 64
 
 func (o Options) withDefaults() (Options, error) {
 	if o.ProcRoot == "" {
@@ -57,7 +67,34 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("disk mount %q is not an absolute path", m)
 		}
 	}
+	if err := CheckDiskDevices(o.DiskDevices); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// CheckDiskDevices refuses a list for [Options.DiskDevices] that cannot
+// name /proc/diskstats entries: an empty name, a path (/dev/sda instead of
+// sda), blanks, a name given twice, or more than 64 names.
+func CheckDiskDevices(names []string) error {
+	if len(names) > maxDiskDevices {
+		return fmt.Errorf("%d disk devices, at most %d", len(names), maxDiskDevices)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		switch {
+		case n == "":
+			return errors.New("empty disk device name")
+		case strings.Contains(n, "/"):
+			return fmt.Errorf("disk device %q: want a name as in /proc/diskstats (sda, not /dev/sda)", n)
+		case strings.ContainsFunc(n, unicode.IsSpace):
+			return fmt.Errorf("disk device %q contains a blank", n)
+		case seen[n]:
+			return fmt.Errorf("disk device %q named twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // ParseSource builds the Source named by spec:

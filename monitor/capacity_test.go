@@ -267,3 +267,101 @@ func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
 	}
 	wantWeights(t, f, "after the takeover", 10, 5, 10)
 }
+
+// setResources makes addr's agent report CPU busy cpu, its busiest disk
+// busy ioBusy and PSI memory some psiMemory % (the raw figures of an
+// lvs-agent report, as e2e-disk reads them from disk_io_busy).
+func setResources(r *rig, addr string, cpu, ioBusy, psiMemory float64) {
+	r.agents.mu.Lock()
+	defer r.agents.mu.Unlock()
+	r.agents.reports[addr] = agent.Report{Schema: agent.SchemaVersion, Time: time.Now(), CPU: cpu, Disk: ioBusy,
+		Raw: agent.Raw{CPUBusy: cpu, DiskIOBusy: ioBusy, DiskIODevice: "vda", PSIMemorySome10: &psiMemory}}
+}
+
+// TestCapacityDiskBoundServer: through the monitor, from the agents' raw
+// figures. A and C are CPU-bound (CPU 0.5, disk 0.2 busy, 100 connections:
+// 200 per unit of busy); B's disk is 95 % busy at 20 % CPU and it serves
+// 40. With a disk coefficient B's capacity is 40 ÷ 0.95 = 42.1, 0.21× the
+// median, saturated alone: weight 10 × 0.21 → 2 at once. With disk = 0 it
+// is 40 ÷ 0.2 = 200, as its peers': weight kept. The same for memory
+// pressure (PSI memory some 95 %, disk idle).
+func TestCapacityDiskBoundServer(t *testing.T) {
+	withDisk := "cpu = 0.9\nmemory = 0.0\ndisk = 0.1\n"
+	withMemory := "cpu = 0.9\nmemory = 0.1\ndisk = 0.0\n"
+	for _, tt := range []struct {
+		name, coefficients string
+		ioBusy, psiMemory  float64
+		wantB              int
+		wantNote           string
+	}{
+		{"disk bound, disk 0.1", withDisk, 0.95, 0, 2, "bottleneck disk 95% busy (CPU 20%)"},
+		{"disk bound, disk 0", "", 0.95, 0, 10, ""},
+		{"memory bound, memory 0.1", withMemory, 0.05, 95, 2, "bottleneck memory 95% busy (CPU 20%)"},
+		{"memory bound, memory 0", withDisk, 0.05, 95, 10, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			conf := capacityConfig("")
+			if tt.coefficients != "" {
+				conf = strings.Replace(conf, "cpu = 1.0\nmemory = 0.0\ndisk = 0.0\n", tt.coefficients, 1)
+			}
+			cfg, err := ParseConfig("t.toml", []byte(conf))
+			must(t, err)
+			cfg.StateDir = r.dir
+			r.cfg = cfg
+			m := r.monitor(false)
+			setResources(r, agentOf(rsA), 0.5, 0.2, 0)
+			setResources(r, agentOf(rsB), 0.2, tt.ioBusy, tt.psiMemory)
+			setResources(r, agentOf(rsC), 0.5, 0.2, 0)
+			cycle(t, m)
+			addConns(t, r, 100, 40, 100)
+			cycle(t, m)
+			wantWeights(t, r, tt.name, 10, tt.wantB, 10)
+			e, err := m.Explain(svcKey, rsB)
+			must(t, err)
+			if tt.wantNote != "" && !strings.Contains(e.Dest.Reason, tt.wantNote) {
+				t.Errorf("B's reason %q does not name its bottleneck (%q)", e.Dest.Reason, tt.wantNote)
+			}
+		})
+	}
+}
+
+// TestCoefficientWarnings: under the capacity controller, -check warns
+// about input, response and process set away from their defaults (they
+// count only in the displayed load); not at their defaults, not for cpu,
+// disk and memory, and not under the LVS formula, which reads them all.
+// With cpu, disk and memory all 0 it warns that the CPU is measured
+// anyway (and about input, response and process, moved from their defaults).
+func TestCoefficientWarnings(t *testing.T) {
+	const service = "[[service]]\naddress = \"192.0.2.10:80/tcp\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 10\n"
+	for _, tt := range []struct {
+		name, conf string
+		wants      []string
+	}{
+		{"defaults", "[coefficients]\ninput = 0.1\ncpu = 0.3\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n" + service, nil},
+		{"moved to the ignored ones", "[coefficients]\ninput = 0.2\ncpu = 0.2\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n" + service,
+			[]string{`w.toml:2: warning: coefficients.input: does not change the "capacity" controller's weights`}},
+		{"cpu only", "[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n" + service,
+			[]string{`w.toml:2: warning: coefficients.input:`, `w.toml:6: warning: coefficients.response:`, `w.toml:7: warning: coefficients.process:`}},
+		{"the LVS formula reads them all", "[weight]\ncontroller = \"lvs\"\n[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n" + service, nil},
+	} {
+		_, ws, err := CheckConfig("w.toml", []byte(tt.conf))
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if len(ws) != len(tt.wants) {
+			t.Errorf("%s: warnings %v, want %d", tt.name, ws, len(tt.wants))
+			continue
+		}
+		for i, w := range tt.wants {
+			if !strings.HasPrefix(ws[i].String(), w) {
+				t.Errorf("%s: warning %q, want it to start with %q", tt.name, ws[i], w)
+			}
+		}
+	}
+	_, ws, err := CheckConfig("w.toml", []byte("[coefficients]\ninput = 0.5\ncpu = 0.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.5\nprocess = 0.0\n"+service))
+	if err != nil || len(ws) != 4 || !strings.HasPrefix(ws[0].String(), `w.toml:1: warning: coefficients: cpu, disk and memory are all 0`) {
+		t.Errorf("no resource coefficient under the capacity controller: error %v, warnings %v", err, ws)
+	}
+}

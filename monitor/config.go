@@ -261,7 +261,46 @@ func CheckConfig(name string, data []byte) (Config, []ConfigWarning, error) {
 	if len(p.list) > 0 {
 		return Config{}, nil, p.err()
 	}
-	return cfg, ignoredSettings(name, idx, cfg.Weight.Controller), nil
+	ws := append(ignoredSettings(name, idx, cfg.Weight.Controller), ignoredCoefficients(name, idx, cfg)...)
+	slices.SortStableFunc(ws, func(a, b ConfigWarning) int { return a.Line - b.Line })
+	return cfg, ws, nil
+}
+
+// ignoredCoefficients warns, under the capacity controller, about each
+// coefficient the file sets away from its default that does not change
+// that controller's weights (docs/design.md, "Capacity against the
+// bottleneck"): input, response and process count only in the displayed
+// load. At their defaults (as in the example file) they are not a choice,
+// and are not warned about.
+func ignoredCoefficients(file string, idx fileIndex, cfg Config) []ConfigWarning {
+	if cfg.Weight.Controller != policy.ControllerCapacity {
+		return nil
+	}
+	c, def := cfg.Coefficients, DefaultConfig().Coefficients
+	ignored := map[string]struct {
+		v, def float64
+		why    string
+	}{
+		"coefficients.input":    {c.Input, def.Input, "the connections a server served are what the controller divides by its busiest resource, whatever this coefficient"},
+		"coefficients.response": {c.Response, def.Response, "the probe decides availability (probe_timeout, availability.fall), not capacity"},
+		"coefficients.process":  {c.Process, def.Process, "runnable tasks beyond the CPUs show as CPU busy, which the cpu coefficient counts"},
+	}
+	var ws []ConfigWarning
+	if policy.NoResource(c) {
+		ws = append(ws, ConfigWarning{File: file, Line: idx.lines["coefficients"], Key: "coefficients",
+			Msg: fmt.Sprintf("cpu, disk and memory are all 0: the %q controller has no resource enabled to measure capacity against, and measures it per unit of CPU busy as if cpu were above 0",
+				policy.ControllerCapacity)})
+	}
+	for _, s := range idx.settings {
+		k, ok := ignored[schemaKey(s.path)]
+		if !ok || k.v == k.def {
+			continue
+		}
+		ws = append(ws, ConfigWarning{File: file, Line: s.line, Key: s.key(),
+			Msg: fmt.Sprintf("does not change the %q controller's weights, only the displayed load: %s (only weight.controller = %q reads it)",
+				policy.ControllerCapacity, k.why, policy.ControllerLVS)})
+	}
+	return ws
 }
 
 func tomlError(name string, err error) *ConfigError {
@@ -411,7 +450,7 @@ func (cfg *Config) check(probs *configProblems) {
 		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
 	}
 
-	if _, err := policy.NewController(w); err != nil {
+	if _, err := policy.NewController(w, c); err != nil {
 		bad("weight.controller", "must be %q or %q, got %q", policy.ControllerCapacity, policy.ControllerLVS, w.Controller)
 	}
 	if !(w.Smoothing >= 0 && w.Smoothing < 1) {

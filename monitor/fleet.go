@@ -354,6 +354,7 @@ func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
 	rev, err := f.store.WriteDocument(ctx, doc, f.docRev, own)
 	if err != nil {
 		f.log.Error("fleet: the leader's state document not written; the other directors hold their tables", "error", err)
+		f.m.setFollower(true) // nor does the backlog guard write until a fenced read succeeds again
 		return
 	}
 	f.docRev = rev
@@ -379,10 +380,14 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		}
 		return
 	}
-	if v.Document == nil || f.m.dryRun {
+	if v.Document == nil {
 		return
 	}
 	d := v.Document
+	f.st.DocRevision = d.Revision
+	if f.m.dryRun {
+		return
+	}
 	if !f.store.Status().LeaseOK {
 		f.log.Warn("fleet: no live etcd lease; the leader's state not applied, table held")
 		return
@@ -392,7 +397,6 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		return
 	}
 	f.maxTerm = d.Term
-	f.st.DocRevision = d.Revision
 	f.outbox.Ack(f.cfg.ID, d.Acks) // acks first: the document shows those edits
 	local, err := f.m.adopt(d.Snapshot, f.outbox.Pending())
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 const fleetMinimal = minimal + `[sync]
@@ -70,7 +73,33 @@ func TestFleetConfigErrors(t *testing.T) {
 	if _, err := ParseConfig("bad.toml", []byte(minimal+"[sync]\nid = \"dir1\"\nbackend = \"raft\"\n")); err == nil || !strings.Contains(err.Error(), "sync.backend") {
 		t.Errorf("unknown backend: %v", err)
 	}
+	if _, err := ParseConfig("bad.toml", []byte(minimal+"[sync]\nid = \"a\"\nlisten = \"127.0.0.1:9773\"\nkey_file = \"/k\"\nrole = \"active\"\n[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\n[[sync.peer]]\nid = \"b\"\naddress = \"127.0.0.1:9774\"\n")); err == nil || !strings.Contains(err.Error(), "sync.etcd.endpoints") {
+		t.Errorf("etcd keys in a pair: %v", err)
+	}
 	if _, err := ParseConfig("bad.toml", []byte(minimal+"[sync]\nbackend = \"etcd\"\n")); err == nil || !strings.Contains(err.Error(), "sync.id") {
 		t.Errorf("fleet without id: %v", err)
+	}
+}
+
+// TestFleetMetrics: the fleet series follow the status; the error counter
+// counts the client's failures once each.
+func TestFleetMetrics(t *testing.T) {
+	x := NewMetrics(prometheus.NewRegistry())
+	x.observeFleet(FleetStatus{Leader: true, EtcdUp: true, Directors: 3, DocRevision: 17, EtcdErrors: 2})
+	x.observeFleet(FleetStatus{Leader: false, EtcdUp: false, Directors: 2, DocRevision: 17, EtcdErrors: 5})
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"leader", testutil.ToFloat64(x.fleetLeader), 0},
+		{"sync_writer", testutil.ToFloat64(x.syncWriter), 0},
+		{"etcd up", testutil.ToFloat64(x.fleetEtcdUp), 0},
+		{"directors", testutil.ToFloat64(x.fleetDirectors), 2},
+		{"revision", testutil.ToFloat64(x.fleetDocRevision), 17},
+		{"errors", testutil.ToFloat64(x.fleetEtcdErrors), 5},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
 	}
 }

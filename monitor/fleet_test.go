@@ -368,4 +368,31 @@ func TestFleetJoinDryRunHandover(t *testing.T) {
 	if d3.fleet().Leader || d3.fleet().LeaderID != "dir2" {
 		t.Fatalf("dir3's view: %+v", d3.fleet())
 	}
+
+	// A malformed document: dir3 applies nothing of it and counts it; a
+	// new leader (dir4) continues from its own state and replaces it.
+	d2.stop()
+	d4 := newFleetMember(t, "dir4", c.Members[0])
+	held := d3.weights(t)
+	errs := d3.fleet().EtcdErrors
+	if _, err := c.Client(t).Put(context.Background(), "/fleet-test/state", "lvs-feedback-state 1 dir9 999999 1\ns 192.0.2.10:80/tcp\nd 198.51.100.11:80 managed 99999 10 0 0 0 - 0 0 0 0\n"); err != nil {
+		t.Fatal(err)
+	}
+	d3.waitCycles(t, 3)
+	if f := d3.fleet(); f.EtcdErrors <= errs || !f.EtcdUp {
+		t.Fatalf("dir3 after a malformed document: %+v; want errors counted, etcd still up", f)
+	}
+	if w := d3.weights(t); !sameWeights(w, held) {
+		t.Fatalf("dir3 applied a malformed document: %v, had %v", w, held)
+	}
+	d4.start(t, false)
+	eventually(t, 60*time.Second, "dir4 leads and replaces the document", func() bool {
+		r, err := c.Client(t).Get(context.Background(), "/fleet-test/state")
+		if err != nil || len(r.Kvs) != 1 {
+			return false
+		}
+		doc, err := fleet.DecodeDocument(r.Kvs[0].Value)
+		return err == nil && doc.Leader == "dir4" && d4.fleet().Leader
+	})
+	eventually(t, 30*time.Second, "dir3 reads the new document", func() bool { return d3.fleet().DocRevision == d4.fleet().DocRevision })
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"lvs-feedback/agent"
 	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
 )
@@ -154,6 +155,31 @@ func (m *Monitor) pollAgent(ctx context.Context, r *destRow) {
 	}
 	r.st.AgentDuration = time.Since(start)
 	r.st.Polled = true
+	if r.st.AgentErr == nil {
+		r.st.IOBusy, r.st.MemoryPressure = resourceFigures(r.st.Report.Raw)
+	}
+}
+
+// resourceFigures are the capacity controller's resources besides the CPU
+// in an agent's (or node_exporter's) raw figures: the busiest device's
+// I/O busy fraction, and the PSI memory "some" share (0 without PSI), each
+// within [0, 1]. The report's checks cover its normalised loads, not these
+// raw figures, and a busy fraction beyond 1 (io_ticks rounding) or a
+// nonsense value must not make a server look more than saturated.
+func resourceFigures(raw agent.Raw) (ioBusy, memoryPressure float64) {
+	ioBusy = unitShare(raw.DiskIOBusy)
+	if p := raw.PSIMemorySome10; p != nil {
+		memoryPressure = unitShare(*p / 100)
+	}
+	return ioBusy, memoryPressure
+}
+
+// unitShare is v within [0, 1]; NaN is 0.
+func unitShare(v float64) float64 {
+	if !(v > 0) {
+		return 0
+	}
+	return min(v, 1)
 }
 
 // nodeExpMaxAge is how many intervals old a node_exporter baseline may be:

@@ -23,8 +23,9 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 	return ((1-alpha)*obs + (alpha-an)*prev) / (1 - an)
 }
 
-// MinCapacityBusy is the CPU busy fraction below which a server's capacity
-// is not measured: connections ÷ a small busy fraction is noise (a 1 s
+// MinCapacityBusy is the busy fraction (of the server's bottleneck, Busy;
+// the CPU's on a CPU-bound server) below which a server's capacity is not
+// measured: connections ÷ a small busy fraction is noise (a 1 s
 // window of 10 ms ticks reads 0.05 ± 0.01, i.e. ±20 %; a few heavy
 // requests swing a lightly loaded server's CPU), and such a server has
 // capacity to spare. Lower thresholds turn light-load noise into weight
@@ -56,33 +57,35 @@ func ServedConnections(newConns int64, activeDelta int) float64 {
 }
 
 // UpdateCapacity folds the n-th capacity observation obs (n ≥ 1;
-// connections served per unit of CPU) of a server busy cpu into its
-// estimate est, when its service's median busy fraction is medianCPU:
+// connections served per unit of busy fraction) of a server busy busy
+// (its bottleneck's busy fraction, Busy) into its estimate est, when its
+// service's median busy fraction is medianBusy:
 //
-//   - saturated (cpu ≥ p.Saturation), an observation above the estimate is
+//   - saturated (busy ≥ p.Saturation), an observation above the estimate is
 //     not taken: a saturated server's count is bounded by what it was sent,
 //     so it cannot show more capacity;
 //   - saturated alone (SaturatedAlone), an observation below the estimate
 //     is taken at once (lost capacity: bad news is not smoothed in);
 //   - otherwise the observation is smoothed in (SmoothCapacity, p.Smoothing).
-func UpdateCapacity(est float64, n int, obs, cpu, medianCPU float64, p WeightParams) float64 {
-	if n > 1 && p.Saturation > 0 && cpu >= p.Saturation && obs > est {
+func UpdateCapacity(est float64, n int, obs, busy, medianBusy float64, p WeightParams) float64 {
+	if n > 1 && p.Saturation > 0 && busy >= p.Saturation && obs > est {
 		return est
 	}
-	if n > 1 && SaturatedAlone(cpu, medianCPU, p.Saturation) && obs < est {
+	if n > 1 && SaturatedAlone(busy, medianBusy, p.Saturation) && obs < est {
 		return obs
 	}
 	return SmoothCapacity(est, n, obs, p.Smoothing)
 }
 
 // SaturatedAlone reports whether a server is saturated while its service as
-// a whole is not: its CPU busy fraction is at least sat, and the median of
-// the service's servers is below sat. Such a server has lost capacity (a
-// background job, a degraded disk), and the capacity controller takes its
-// lower estimate at once instead of smoothing it in; when every server is
-// busy (a burst of traffic) the estimates stay smoothed. sat = 0 disables it.
-func SaturatedAlone(cpu, medianCPU, sat float64) bool {
-	return sat > 0 && cpu >= sat && medianCPU < sat
+// a whole is not: its busy fraction (its bottleneck's, Busy) is at least
+// sat, and the median of the service's servers is below sat. Such a server
+// has lost capacity (a background job, a degraded disk), and the capacity
+// controller takes its lower estimate at once instead of smoothing it in;
+// when every server is busy (a burst of traffic) the estimates stay
+// smoothed. sat = 0 disables it.
+func SaturatedAlone(busy, medianBusy, sat float64) bool {
+	return sat > 0 && busy >= sat && medianBusy < sat
 }
 
 // CapacityPeer is one server's standing in its service for the anchored
@@ -205,7 +208,7 @@ func UpperBoundWeight(def int, f float64, saturatedAlone bool, current int, st A
 
 // CapacityState is the capacity controller's memory of one server.
 type CapacityState struct {
-	Est  float64 // smoothed capacity estimate (connections served per unit of CPU)
+	Est  float64 // smoothed capacity estimate (connections served per unit of busy fraction)
 	NObs int     // observations folded into Est
 	// Anchor is the anchored controller's state; AnchorSet says it was
 	// initialised (from the kernel weight, at a start or a takeover).
@@ -233,15 +236,43 @@ type CapacityStep struct {
 	// service is lightly loaded) and would have raised a server that is off
 	// its default weight, so the weight is kept (UpperBoundWeight).
 	UpperBoundKept bool
-	// CPU is the busy fraction the estimate used; Estimate the smoothed
-	// capacity after this cycle (0: none yet).
-	CPU, Estimate float64
+	// CPU is the server's CPU busy fraction; Busy the utilisation of its
+	// bottleneck (Busy), the figure the estimate used, and Bottleneck
+	// that resource's name ("cpu", "disk", "memory"). Estimate is the
+	// smoothed capacity after this cycle (0: none yet).
+	CPU, Busy  float64
+	Bottleneck string
+	Estimate   float64
+}
+
+// busyText is the bottleneck and its busy fraction in words, "disk 97%
+// busy (CPU 12%)"; "CPU 45% busy" when the CPU is the bottleneck; "no agent
+// figures" when the server's agent did not answer this cycle.
+func (c CapacityStep) busyText() string {
+	if c.Bottleneck == "" {
+		return "no agent figures"
+	}
+	if c.Bottleneck == ResourceCPU {
+		return fmt.Sprintf("CPU %.0f%% busy", c.CPU*100)
+	}
+	return fmt.Sprintf("%s %.0f%% busy (CPU %.0f%%)", c.Bottleneck, c.Busy*100, c.CPU*100)
+}
+
+// bottleneckNote names a bottleneck other than the CPU for a reason or a
+// verdict, "; bottleneck disk 97% busy (CPU 12%)"; "" for the CPU, so that
+// a CPU-bound server's reasons read as they always have.
+func (c CapacityStep) bottleneckNote() string {
+	if c.Bottleneck == "" || c.Bottleneck == ResourceCPU {
+		return ""
+	}
+	return "; bottleneck " + c.busyText()
 }
 
 // capacityController weighs servers by their measured capacity: the
-// connections each served per unit of CPU busy fraction (throughput ÷
-// utilisation), smoothed over intervals (docs/design.md).
-type capacityController struct{}
+// connections each served per unit of the busy fraction of its bottleneck
+// among the resources coef enables (Busy) — throughput ÷ utilisation —
+// smoothed over intervals (docs/design.md).
+type capacityController struct{ coef Coefficients }
 
 func (capacityController) Name() string { return ControllerCapacity }
 
@@ -258,7 +289,7 @@ func (capacityController) Name() string { return ControllerCapacity }
 // arrive just before it): estimates start afresh, and a server the writer
 // had moved off its default weight stays there until the new writer's own
 // measurements say otherwise.
-func (capacityController) Measure(p WeightParams, servers []Server, follower bool) {
+func (cc capacityController) Measure(p WeightParams, servers []Server, follower bool) {
 	if follower {
 		for _, sv := range servers {
 			sv.State.Capacity = CapacityState{}
@@ -266,35 +297,38 @@ func (capacityController) Measure(p WeightParams, servers []Server, follower boo
 		}
 		return
 	}
-	var cpus []float64
-	for _, sv := range servers {
-		if sv.Obs.agentOK() {
-			cpus = append(cpus, sv.Obs.CPU)
+	steps := make([]CapacityStep, len(servers))
+	var busies []float64
+	for i, sv := range servers {
+		o := sv.Obs
+		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
+		if o.agentOK() {
+			steps[i].Busy, steps[i].Bottleneck = Busy(o.Figures(), cc.coef)
+			busies = append(busies, steps[i].Busy)
 		}
 	}
-	medianCPU := median(cpus)
+	medianBusy := median(busies)
 	maxEst := 0.0
 	peers := make([]CapacityPeer, len(servers))
-	steps := make([]CapacityStep, len(servers))
 	for i, sv := range servers {
 		o, cs := sv.Obs, &sv.State.Capacity
-		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
+		busy := steps[i].Busy
 		def := float64(o.Record.DefaultWeight(o.Configured))
 		measured := o.agentOK() && o.NewConns >= 0
 		served := ServedConnections(o.NewConns, o.ActiveDelta)
 		switch {
-		case measured && o.CPU >= MinCapacityBusy:
+		case measured && busy >= MinCapacityBusy:
 			cs.NLB = 0
 			cs.NObs++
-			cs.Est = UpdateCapacity(cs.Est, cs.NObs, served/o.CPU, o.CPU, medianCPU, p)
-			steps[i].SaturatedAlone = SaturatedAlone(o.CPU, medianCPU, p.Saturation)
+			cs.Est = UpdateCapacity(cs.Est, cs.NObs, served/busy, busy, medianBusy, p)
+			steps[i].SaturatedAlone = SaturatedAlone(busy, medianBusy, p.Saturation)
 		case measured:
 			// Lightly loaded: capacity to spare, at least served ÷
 			// MinCapacityBusy — smoothed like an estimate, since with
 			// light traffic an interval often has no connection at all.
 			// Clearly idle (Spare): back to the default weight.
 			peers[i].Idle = true
-			peers[i].Spare = o.CPU < MinCapacityBusy/2
+			peers[i].Spare = busy < MinCapacityBusy/2
 			cs.NLB++
 			cs.LowerBound = SmoothCapacity(cs.LowerBound, cs.NLB, served/MinCapacityBusy, p.Smoothing)
 			peers[i].PerWeight = cs.LowerBound / def
@@ -389,6 +423,9 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", c.Factor, p.Anchor*100)
 	default:
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share", c.Factor)
+	}
+	if c.Weight > 0 {
+		reason += c.bottleneckNote()
 	}
 	propose(d, to, reason, ramp)
 }

@@ -226,6 +226,7 @@ func TestDecideCapacityRampWithoutDecision(t *testing.T) {
 // until it happened to be idle enough to be measured.
 func TestDecideCapacityRampEnds(t *testing.T) {
 	p := Params{
+		Coefficients: Coefficients{CPU: 1},
 		Weight: WeightParams{Min: 1, Controller: ControllerCapacity, Smoothing: 0.7, Band: 0.2,
 			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{SlowStart: 4 * time.Second, SlowStartFloor: 0.1, Fall: 1, Rise: 1},
@@ -316,7 +317,7 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 	}
 	hogged := mk(1, 1, 0.85)
 	hogged.State.Capacity = CapacityState{Est: 11, NObs: 3, AnchorSet: true, Anchor: AnchorState{Deviating: true}}
-	capacityController{}.Measure(p, []Server{mk(10, 1, 0.03), hogged, mk(10, 1, 0.03)}, false)
+	capacityController{coef: Coefficients{CPU: 1}}.Measure(p, []Server{mk(10, 1, 0.03), hogged, mk(10, 1, 0.03)}, false)
 	c := hogged.Out.Trace.Capacity
 	a4 := math.Pow(0.7, 4)
 	if want := (0.3/0.85 + (0.7-a4)*11) / (1 - a4); math.Abs(c.Estimate-want) > 1e-9 {
@@ -332,7 +333,7 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 	// The hog over, idle itself: clearly spare, back to the default.
 	after := mk(1, 1, 0.02)
 	after.State.Capacity = hogged.State.Capacity
-	capacityController{}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
+	capacityController{coef: Coefficients{CPU: 1}}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
 	if c := after.Out.Trace.Capacity; c.Weight != 10 || c.UpperBoundKept {
 		t.Errorf("idle after the hog: weight %d (kept %v), want 10", c.Weight, c.UpperBoundKept)
 	}

@@ -20,13 +20,14 @@ type Controller interface {
 	Step(p WeightParams, o *Observed, st *ServerState, ramp float64, d *Decision)
 }
 
-// NewController returns the controller p names.
-func NewController(p WeightParams) (Controller, error) {
+// NewController returns the controller p names; the capacity controller
+// measures against the resources c enables (Busy).
+func NewController(p WeightParams, c Coefficients) (Controller, error) {
 	switch p.Controller {
 	case ControllerLVS:
 		return lvsFormula{}, nil
 	case ControllerCapacity:
-		return capacityController{}, nil
+		return capacityController{coef: c}, nil
 	}
 	return nil, fmt.Errorf("weight.controller must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
 }

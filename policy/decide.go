@@ -200,6 +200,11 @@ type Observed struct {
 	// CPU, Memory, Disk and Process are the agent's figures (with
 	// Polled and no AgentErr).
 	CPU, Memory, Disk, Process float64
+	// IOBusy is the agent's busiest block device's busy fraction and
+	// MemoryPressure its PSI memory "some" share (avg10 ÷ 100), 0 when
+	// it has none: the capacity controller's resources besides the CPU
+	// (ResourceFigures).
+	IOBusy, MemoryPressure float64
 }
 
 func (o *Observed) agentOK() bool   { return o.Polled && o.AgentErr == nil }
@@ -230,7 +235,7 @@ type Engine struct {
 
 // NewEngine returns an engine for p, with the controller p names.
 func NewEngine(p Params) (*Engine, error) {
-	c, err := NewController(p.Weight)
+	c, err := NewController(p.Weight, p.Coefficients)
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func decideOne(t *testing.T, p WeightParams, rec DestRecord, kernel int, ob Obse
 	if p.Controller == "" {
 		p.Controller = ControllerLVS
 	}
-	e, err := NewEngine(Params{Weight: p})
+	e, err := NewEngine(Params{Weight: p, Coefficients: Coefficients{CPU: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

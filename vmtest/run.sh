@@ -235,6 +235,9 @@ ship_module() { # ship_module NAME BOOT(0|1)
 }
 for m in $modules_boot; do ship_module "$m" 1; done
 for f in "$kmods"/kernel/net/netfilter/ipvs/*.ko; do ship_module "$(basename "$f" .ko)" 0; done
+# null_blk (with configfs, its dependency) for e2e-disk.sh, which loads it
+# with its own parameters and makes its devices through configfs.
+ship_module null_blk 0
 # The fleet test's shared L2 segment (directors and real servers, IPVS DR).
 if [ "$want_etcd" = 1 ]; then ship_module bridge 0; fi
 cp "$kmods"/modules.order "$kmods"/modules.builtin "$kmods"/modules.builtin.modinfo "$stage/lib/modules/$kver/" 2>/dev/null || true

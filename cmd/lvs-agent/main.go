@@ -5,7 +5,7 @@
 // Usage:
 //
 //	lvs-agent [-listen :9771] [-interval 1s] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
-//	          [-disk-mounts /,/var] [-max-conns 64] [-log-level info]
+//	          [-disk-mounts /,/var] [-disk-devices sda,nvme0n1] [-max-conns 64] [-log-level info]
 //	          [-agent-check-listen 127.0.0.1:9777 [-drain-file /run/lvs-agent/drain]]
 //
 // -h prints the flags, -version the build information; both exit 0. Bad
@@ -46,6 +46,7 @@ type config struct {
 	interval time.Duration
 	source   string
 	mounts   []string
+	devices  []string // the only block devices whose I/O counts; empty: every disk
 	maxConns int
 	level    slog.Level
 
@@ -66,6 +67,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.Var(durationFlag{&c.interval}, "interval", "sampling `interval` with a unit, such as 1s or 500ms (at least 100ms)")
 	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
 	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
+	devices := fs.String("disk-devices", "", "comma-separated block `devices` (names as in /proc/diskstats, e.g. sda,nvme0n1) whose I/O busy time alone counts as disk load; default every device but loop, ram and zram")
 	fs.IntVar(&c.maxConns, "max-conns", agent.DefaultMaxConns, "at most this many `connections` open at once (1 to 65536); at the limit one that sent no request, from the address holding the most, is closed")
 	level := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.agentCheckListen, "agent-check-listen", "", "also answer HAProxy's agent-check on this TCP `address` (docs/haproxy.md); empty: off")
@@ -106,6 +108,19 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	}
 	if len(c.mounts) == 0 {
 		return bad("-disk-mounts is empty")
+	}
+	devicesSet := false
+	fs.Visit(func(f *flag.Flag) { devicesSet = devicesSet || f.Name == "disk-devices" })
+	if devicesSet {
+		if strings.TrimSpace(*devices) == "" {
+			return bad("-disk-devices is empty (leave it out to count every disk)")
+		}
+		for _, d := range strings.Split(*devices, ",") {
+			c.devices = append(c.devices, strings.TrimSpace(d))
+		}
+		if err := agent.CheckDiskDevices(c.devices); err != nil {
+			return bad("-disk-devices %q: %v", *devices, err)
+		}
 	}
 	if err := c.level.UnmarshalText([]byte(*level)); err != nil {
 		return bad("-log-level %q: want debug, info, warn or error", *level)
@@ -156,10 +171,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.level}))
-	src, err := agent.ParseSource(c.source, agent.Options{DiskMounts: c.mounts})
+	opts := agent.Options{DiskMounts: c.mounts, DiskDevices: c.devices}
+	src, err := agent.ParseSource(c.source, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "lvs-agent: -source: %v\n", err)
 		return 2
+	}
+	// A named device that is not there (yet) is not refused: a disk may be
+	// attached after the agent starts, and counts from then on. Said once.
+	if absent, err := agent.AbsentDiskDevices(opts); err != nil {
+		log.Warn("cannot check -disk-devices", "err", err)
+	} else if len(absent) > 0 {
+		log.Warn("-disk-devices not in /proc/diskstats: they count nothing until they appear", "devices", strings.Join(absent, ","))
 	}
 	// Check every mount once, so a typo is refused now rather than
 	// reported as a sampling error forever.
@@ -221,7 +244,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		log.Info("agent-check listening", "listen", acLn.Addr().String(), "drain_file", c.drainFile)
 	}
 	log.Info("lvs-agent started", "listen", ln.Addr().String(), "source", src.Name(),
-		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","), "max_conns", c.maxConns)
+		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","), "disk_devices", strings.Join(c.devices, ","), "max_conns", c.maxConns)
 	if ready != nil {
 		ready(ln.Addr())
 	}

@@ -33,6 +33,12 @@ func TestBadFlagsExit2(t *testing.T) {
 		{[]string{"-disk-mounts", ""}, "-disk-mounts is empty"},
 		{[]string{"-disk-mounts", "/,relative"}, "not an absolute path"},
 		{[]string{"-disk-mounts", "/no/such/mount"}, "/no/such/mount"},
+		{[]string{"-disk-devices", ""}, "-disk-devices is empty (leave it out to count every disk)"},
+		{[]string{"-disk-devices", " "}, "-disk-devices is empty"},
+		{[]string{"-disk-devices", "sda,"}, `-disk-devices "sda,": empty disk device name`},
+		{[]string{"-disk-devices", "sda,,sdb"}, `-disk-devices "sda,,sdb": empty disk device name`},
+		{[]string{"-disk-devices", "/dev/sda"}, `-disk-devices "/dev/sda": disk device "/dev/sda": want a name as in /proc/diskstats (sda, not /dev/sda)`},
+		{[]string{"-disk-devices", "sda, sda"}, `disk device "sda" named twice`},
 		{[]string{"-max-conns", "0"}, "-max-conns 0: want 1 to 65536"},
 		{[]string{"-max-conns", "70000"}, "-max-conns 70000"},
 		{[]string{"-log-level", "loud"}, "-log-level"},
@@ -115,5 +121,48 @@ func TestRunServesAndStops(t *testing.T) {
 	log := stderr.String()
 	if n := strings.Count(log, "\n"); n != 2 || !strings.Contains(log, "lvs-agent started") || !strings.Contains(log, "shutting down") {
 		t.Errorf("log at info should be one line at start and one at stop:\n%s", log)
+	}
+}
+
+// TestRunWarnsAbsentDiskDevice: a -disk-devices name missing from
+// /proc/diskstats is accepted (a disk may be attached later) with one
+// warning at start; the report then counts no device.
+func TestRunWarnsAbsentDiskDevice(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	addrs := make(chan net.Addr, 1)
+	exit := make(chan int, 1)
+	args := []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-disk-devices", "nosuchdisk7"}
+	go func() { exit <- run(ctx, args, io.Discard, &stderr, func(a net.Addr) { addrs <- a }) }()
+	var url string
+	select {
+	case a := <-addrs:
+		url = "http://" + a.String()
+	case code := <-exit:
+		t.Fatalf("exited %d: %s", code, stderr.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep, err := agent.Fetch(ctx, nil, url)
+		if err == nil {
+			if rep.Raw.DiskIOBusy != 0 || rep.Raw.DiskIODevice != "" {
+				t.Errorf("absent device: disk_io_busy %v device %q, want 0 and none", rep.Raw.DiskIOBusy, rep.Raw.DiskIODevice)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	log := stderr.String()
+	warn := `level=WARN msg="-disk-devices not in /proc/diskstats: they count nothing until they appear" devices=nosuchdisk7`
+	if strings.Count(log, warn) != 1 || !strings.Contains(log, "disk_devices=nosuchdisk7") {
+		t.Errorf("want one warning %q and disk_devices in the start line:\n%s", warn, log)
 	}
 }

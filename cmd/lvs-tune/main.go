@@ -297,7 +297,7 @@ func report(w io.Writer, path string, text []byte, running, best tune.Vector) er
 	fmt.Fprintf(w, "\n%s", best.Block())
 	fmt.Fprintf(w, "(checked: %s with this block passes lvs-monitor -check)\n", path)
 	if cfg.Weight.Controller != policy.ControllerLVS {
-		fmt.Fprintf(w, "note: %s runs controller %q, which does not use the coefficients to set weights\n", path, cfg.Weight.Controller)
+		fmt.Fprintf(w, "note: %s runs controller %q, which reads only whether cpu, disk and memory are above 0 (the resources it measures capacity against)\n", path, cfg.Weight.Controller)
 	}
 	printDiff(w, path, running, best)
 	return nil

@@ -252,10 +252,15 @@ type Capacity struct {
 	// Factor is the server's capacity per unit of default weight ÷ its
 	// service's median; absent when there is no estimate to compare.
 	Factor *float64 `json:"factor,omitempty"`
-	// CPU is the busy fraction over the interval the estimate used.
+	// CPU is the CPU busy fraction over the interval.
 	CPU float64 `json:"cpu"`
+	// Busy is the busy fraction the estimate used: that of Bottleneck,
+	// the busiest of the resources the coefficients enable ("cpu",
+	// "disk", "memory").
+	Busy       float64 `json:"busy"`
+	Bottleneck string  `json:"bottleneck,omitempty"`
 	// Estimate is the smoothed capacity, connections served per unit of
-	// CPU busy fraction; 0 when there is none yet.
+	// Busy; 0 when there is none yet.
 	Estimate float64 `json:"estimate"`
 	// Weight is the controller's weight for the server; 0 when it has no
 	// estimate yet.

@@ -35,6 +35,7 @@ type Member struct {
 	ClientURL, PeerURL string
 	dir                string
 	initialCluster     string
+	extra              []string
 	t                  testing.TB
 
 	mu  sync.Mutex
@@ -67,9 +68,23 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// Options change how the members serve clients.
+type Options struct {
+	// TLS: serve clients over https with this certificate and key, and
+	// require client certificates signed by CAFile.
+	CertFile, KeyFile, CAFile string
+}
+
 // Start starts an n-member cluster and waits until it answers; the test's
 // cleanup stops it.
 func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return StartWith(t, n, Options{})
+}
+
+// StartWith is Start with options. With TLS, WaitReady is up to the test
+// (its client needs the certificates).
+func StartWith(t testing.TB, n int, o Options) *Cluster {
 	t.Helper()
 	if _, err := os.Stat(Binary()); err != nil {
 		if os.Getenv("LVS_REQUIRE_ETCD") != "" {
@@ -79,9 +94,15 @@ func Start(t testing.TB, n int) *Cluster {
 	}
 	c := &Cluster{}
 	var initial []string
+	scheme := "http"
+	var extra []string
+	if o.CertFile != "" {
+		scheme = "https"
+		extra = []string{"--cert-file", o.CertFile, "--key-file", o.KeyFile, "--trusted-ca-file", o.CAFile, "--client-cert-auth"}
+	}
 	for i := range n {
-		m := &Member{Name: fmt.Sprintf("m%d", i), t: t,
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		m := &Member{Name: fmt.Sprintf("m%d", i), t: t, extra: extra,
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t)),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 			dir:       filepath.Join(t.TempDir(), fmt.Sprintf("m%d", i))}
 		initial = append(initial, m.Name+"="+m.PeerURL)
@@ -92,7 +113,9 @@ func Start(t testing.TB, n int) *Cluster {
 		m.start("new")
 		t.Cleanup(m.Stop)
 	}
-	c.WaitReady(60 * time.Second)
+	if o.CertFile == "" {
+		c.WaitReady(60 * time.Second)
+	}
 	return c
 }
 
@@ -109,6 +132,7 @@ func (m *Member) start(state string) {
 		"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
 		"--initial-cluster", m.initialCluster, "--initial-cluster-state", state, "--initial-cluster-token", "lvs-feedback-test",
 		"--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap", "--log-level", "warn")
+	cmd.Args = append(cmd.Args, m.extra...)
 	log, err := os.OpenFile(filepath.Join(m.dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		m.t.Fatal(err)
