@@ -124,12 +124,12 @@ log_sod() { echo "$1" | sed -n 's/^time=[^T]*T\([0-9]*\):\([0-9]*\):\([0-9.]*\)Z
 # ms_since SOD WALL: milliseconds from WALL (wall()) to SOD (log_sod), modulo a day.
 ms_since() { awk -v a="$1" -v w="$2" 'BEGIN { d = a - (w % 86400); if (d < -43200) d += 86400; printf "%d\n", d * 1000 }'; }
 
-# cycles: lib.sh's cycle counters: the probes of the directors named in
-# $COUNTED (a regular expression of their numbers, [123] at first) in each
-# real server's httpd log, from the director's segment address; one per
-# cycle and director while the server is not drained. Every director
-# probes (each publishes its own view each cycle), leader or follower.
-COUNTED='[123]'
+# cycles: lib.sh's cycle counters: the probes of director $COUNTED (its
+# number) in each real server's httpd log, from its segment address; one
+# per cycle while the server is not drained. Every director probes (each
+# publishes its own view each cycle), leader or follower; one director is
+# counted at a time (the probes of several would count several a cycle).
+COUNTED=1
 cycles() { probe_counts "10\\.7\\.0\\.1$COUNTED" "$W/httpd1.log" "$W/httpd2.log" "$W/httpd3.log"; }
 # counting D: the waits that follow count director D's cycles.
 counting() { COUNTED=$1; }
@@ -490,7 +490,8 @@ eval "MON$OLD="
 say "dir$OLD's monitor (the leader) killed; its table $before_kill; remaining:$REST"
 # Polled every 0.2 s; the log line gives the exact moment.
 WAIT_POLL=0.2
-counting "$(echo "$REST" | tr -d ' ' | sed 's/^/[/; s/$/]/')"
+counting "${REST# }"
+counting "${COUNTED%% *}" # the first remaining director
 wait_cycles $((4 * LEASE_TTL / INTERVAL + 10)) "a remaining director leads" has_leader $REST
 WAIT_POLL=0.3
 t_seen=$(wall)
