@@ -40,8 +40,8 @@
 #      followers; the three tables, which started at weights 10, 7 and 4,
 #      hold identical weights;
 #   b. a CPU hog in rs2's group: rs2's weight falls below its default and
-#      below the others, identically in all three tables; only the leader computes
-#      (followers log no "weight changed" of their own computation);
+#      below the others, identically in all three tables; only the leader
+#      computes (followers log no "weight changed" of their own);
 #   c. the leader's lvs-monitor is killed (SIGKILL): another director is the
 #      leader within 2 lease TTLs (measured and printed: the failover time),
 #      the client's requests all succeed meanwhile (counted), the new leader
