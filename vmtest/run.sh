@@ -5,7 +5,8 @@
 #   vmtest/run.sh [LIST...]      LIST defaults to vmtest/tests.list
 #
 # Steps: (a) install what is missing (qemu-system-x86, busybox-static, ipvsadm,
-# and kmod/iproute2 if the host lacks them; keepalived when a list names it); (b) fetch the Debian cloud kernel
+# and kmod/iproute2 if the host lacks them; keepalived when a list names it;
+# etcd-server and the bridge module when a list names e2e-fleet); (b) fetch the Debian cloud kernel
 # package once into vmtest/cache/; (c) build an initramfs in vmtest/out/ with
 # busybox, the IPVS modules, ipvsadm, ip and the listed tests; (d) boot it with
 # a hard timeout, streaming the guest console; (e) exit 0 only if every guest
@@ -78,6 +79,16 @@ for list in "${lists[@]}"; do
 done
 if [ "$want_keepalived" = 1 ] && ! [ -x /usr/sbin/keepalived ] && ! command -v keepalived >/dev/null; then
 	need+=(keepalived)
+fi
+# etcd (Debian's etcd-server) only for a list that runs the fleet test
+# (e2e-fleet.sh: three directors sharing one controller through etcd); the
+# bridge module joins its namespaces (shipped below, loaded by the test).
+want_etcd=0
+for list in "${lists[@]}"; do
+	[ -r "$list" ] && grep -v '^[[:space:]]*#' "$list" | grep -q 'e2e-fleet' && want_etcd=1
+done
+if [ "$want_etcd" = 1 ] && ! [ -x /usr/bin/etcd ] && ! command -v etcd >/dev/null; then
+	need+=(etcd-server)
 fi
 if [ ${#need[@]} -gt 0 ]; then
 	[ "$(id -u)" = 0 ] || die "missing packages: ${need[*]} (run as root, or apt-get install them)"
@@ -182,6 +193,11 @@ if [ "$want_keepalived" = 1 ]; then
 	[ -x "$ka" ] || die "keepalived missing after installing it"
 	copy_with_libs "$ka" /usr/sbin/keepalived
 fi
+if [ "$want_etcd" = 1 ]; then
+	etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
+	[ -x "$etcd_bin" ] || die "etcd missing after installing etcd-server"
+	copy_with_libs "$etcd_bin" /usr/bin/etcd
+fi
 rm -f "$stage/bin/ip" "$stage/usr/bin/ip" "$stage/usr/sbin/ip" # busybox ip, if any
 for f in services protocols; do [ -r "/etc/$f" ] && cp "/etc/$f" "$stage/etc/"; done
 echo 'root:x:0:0:root:/root:/bin/sh' >"$stage/etc/passwd"
@@ -222,6 +238,8 @@ for f in "$kmods"/kernel/net/netfilter/ipvs/*.ko; do ship_module "$(basename "$f
 # null_blk (with configfs, its dependency) for e2e-disk.sh, which loads it
 # with its own parameters and makes its devices through configfs.
 ship_module null_blk 0
+# The fleet test's shared L2 segment (directors and real servers, IPVS DR).
+if [ "$want_etcd" = 1 ]; then ship_module bridge 0; fi
 cp "$kmods"/modules.order "$kmods"/modules.builtin "$kmods"/modules.builtin.modinfo "$stage/lib/modules/$kver/" 2>/dev/null || true
 depmod -b "$stage" "$kver"
 
