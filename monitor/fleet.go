@@ -136,10 +136,7 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 	}
 	store := m.deps.Fleet
 	if store == nil {
-		e := cfg.Etcd
-		c, err := fleet.New(fleet.Config{ID: cfg.ID, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
-			OpTimeout: max(m.cfg.Interval, time.Second), // an unreachable etcd must not stall cycles for long			CAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile, Username: e.Username, PasswordFile: e.PasswordFile,
-			Observer:  m.dryRun, Logger: m.log})
+		c, err := fleet.New(fleetClientConfig(m.cfg, m.dryRun, m.log))
 		if err != nil {
 			return nil, err
 		}
@@ -152,6 +149,16 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 	m.log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
 	return &fleetDirector{m: m, cfg: cfg, log: m.log, store: store, after: after, start: start,
 		outbox: scheduler.NewOutbox(start), totals: map[DestKey]uint64{}, applied: map[string]scheduler.EditPos{}, seen: map[string]*baseline{}}, nil
+}
+
+// fleetClientConfig is the etcd client's configuration from the
+// monitor's.
+func fleetClientConfig(cfg Config, dryRun bool, log *slog.Logger) fleet.Config {
+	e := cfg.Sync.Etcd
+	return fleet.Config{ID: cfg.Sync.ID, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
+		OpTimeout: max(cfg.Interval, time.Second), // an unreachable etcd must not stall cycles for long
+		CAFile:    e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile, Username: e.Username, PasswordFile: e.PasswordFile,
+		Observer: dryRun, Logger: log}
 }
 
 // stop resigns and disconnects.
