@@ -391,8 +391,12 @@ type segment struct {
 // segments splits a series (NaN: not measured) into stretches of one
 // level: a new one starts at a measured point beyond change of the
 // current level whose next hold measured points have a median beyond it
-// in the same direction. Each level is then the median of its points.
-// No measured point: no segment.
+// in the same direction. Each level is then the median of its points,
+// and neighbours whose levels are not change apart are merged. A move
+// is measured against the larger of the current level and the first: at
+// a level far below the first (a server left a sliver of its capacity)
+// the relative noise is large, and its wanderings are not changes. No
+// measured point: no segment.
 func segments(xs []float64, hold int, change float64) []segment {
 	var idx []int
 	for i, x := range xs {
@@ -410,17 +414,19 @@ func segments(xs []float64, hold int, change float64) []segment {
 		}
 		return v
 	}
+	level := median(values(0, min(hold, len(idx))))
+	first := level
 	move := func(x, level float64) int {
+		d := change * max(level, first)
 		switch {
-		case x > level*(1+change):
+		case x > level+d:
 			return 1
-		case x < level*(1-change):
+		case x < level-d:
 			return -1
 		}
 		return 0
 	}
 	starts := []int{0}
-	level := median(values(0, min(hold, len(idx))))
 	for p := 1; p+hold <= len(idx); p++ {
 		d := move(xs[idx[p]], level)
 		if d == 0 {
@@ -442,9 +448,24 @@ func segments(xs []float64, hold int, change float64) []segment {
 		if k > 0 {
 			start = idx[p]
 		}
-		out = append(out, segment{start: start, end: end, level: median(values(p, q))})
+		seg := segment{start: start, end: end, level: median(values(p, q))}
+		if k > 0 && move(seg.level, out[len(out)-1].level) == 0 {
+			// Not a change after all: one stretch.
+			prev := &out[len(out)-1]
+			prev.end = end
+			prev.level = median(values(slices.Index(idx, firstMeasured(xs, prev.start)), q))
+			continue
+		}
+		out = append(out, seg)
 	}
 	return out
+}
+
+// firstMeasured is the first index from i whose value is measured.
+func firstMeasured(xs []float64, i int) int {
+	for ; i < len(xs) && math.IsNaN(xs[i]); i++ {
+	}
+	return i
 }
 
 func countMeasured(xs []float64) int {
