@@ -132,7 +132,7 @@ func TestScenarioFromHistoryRecoversCapacities(t *testing.T) {
 
 	// Written and read back, the scenario is the same.
 	var toml bytes.Buffer
-	if err := sim.WriteScenario(&toml, sc); err != nil {
+	if err := sim.EncodeScenario(&toml, sc); err != nil {
 		t.Fatal(err)
 	}
 	back, err := sim.ParseScenario("history.toml", toml.Bytes())
