@@ -137,8 +137,10 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 	// each in order of first appearance in time.
 	var times []time.Time
 	var names []string
+	seen := map[int64]bool{} // a long history has thousands of cycles
 	for _, r := range recs {
-		if !slices.ContainsFunc(times, r.Time.Equal) {
+		if t := r.Time.UnixNano(); !seen[t] {
+			seen[t] = true
 			times = append(times, r.Time)
 		}
 		if !slices.Contains(names, r.Server) {
