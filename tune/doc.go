@@ -12,6 +12,9 @@
 //     the simulator running the real monitor on a scenario, against the
 //     ideal-weights counterfactual, on training seeds, reported on
 //     held-out seeds (search.go).
+//   - ScenarioFromHistory: the scenario such a search can run on, built
+//     from a service's recorded history — servers, load and capacity
+//     changes as measured, and what it approximated (histscenario.go).
 //
 // It also writes a [coefficients] block into a configuration's text
 // (coefficients.go). It does no I/O: cmd/lvs-tune reads the history and

@@ -3,9 +3,12 @@
 //
 //	lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service S]
 //	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-5] …
+//	lvs-tune search -history DIR_OR_FILE -service SERVICE [-write-scenario FILE] …
 //
 // regress fits the coefficients to the recorder's history (package tune,
-// Regress); search runs a genetic search on the simulator (tune.Search).
+// Regress); search runs a genetic search on the simulator (tune.Search),
+// on a scenario file or on one built from a recorded history
+// (tune.ScenarioFromHistory).
 // Both print the [coefficients] block, check it in the running
 // configuration with the block replaced (as lvs-monitor -check would),
 // print what changes against the running file, and the expected gain
@@ -16,12 +19,16 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,6 +161,10 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 func runSearch(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-tune search", flag.ContinueOnError)
 	scenario := fs.String("scenario", "", "the simulator scenario `FILE` to score coefficients on (sim/scenarios)")
+	historyPath := fs.String("history", "", "build the scenario from the recorded history in `DIR_OR_FILE` (a state directory, or a file of JSON lines such as lvsctl history -o json writes) instead of -scenario")
+	service := fs.String("service", "", "with -history: the `SERVICE` to replay, as the history names it (e.g. 192.0.2.10:80/tcp); default: the history's only service")
+	writeScenario := fs.String("write-scenario", "", "with -history: also write the scenario built to `FILE` (TOML that lvs-sim reads)")
+	dryRun := fs.Bool("n", false, "with -history: build and print (and write) the scenario, do not search")
 	configPath := fs.String("config", "", "the running configuration `FILE`: the start and the file the block is checked in (default: none; the start is -base's)")
 	basePath := fs.String("base", "", "monitor configuration `FILE` without [[service]] (a sim/variants file) to run the candidates with (default: the simulator's lvs policy)")
 	sched := fs.String("sched", "", "kernel `scheduler` (default: the scenario's first)")
@@ -167,7 +178,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train SEEDS] [-held SEEDS] [flags]\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train SEEDS] [-held SEEDS] [flags]\n       lvs-tune search -history DIR_OR_FILE [-service SERVICE] [-write-scenario FILE] [-n] [flags]\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
@@ -184,8 +195,11 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return mistake("unexpected argument %q", fs.Arg(0))
 	}
-	if *scenario == "" {
-		return mistake("-scenario is required")
+	if (*scenario == "") == (*historyPath == "") {
+		return mistake("give exactly one of -scenario and -history")
+	}
+	if *historyPath == "" && (*service != "" || *writeScenario != "" || *dryRun) {
+		return mistake("-service, -write-scenario and -n go with -history")
 	}
 	trainSeeds, err := parseSeeds(*train)
 	if err != nil {
@@ -195,8 +209,15 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return mistake("-held: %v", err)
 	}
-	sc, err := sim.LoadScenario(*scenario)
-	if err != nil {
+	var sc *sim.Scenario
+	if *historyPath != "" {
+		if sc, err = scenarioFromHistory(*historyPath, *service, *writeScenario, stdout, stderr); err != nil {
+			return err
+		}
+		if *dryRun {
+			return nil
+		}
+	} else if sc, err = sim.LoadScenario(*scenario); err != nil {
 		return err
 	}
 	if *duration > 0 {
@@ -265,6 +286,96 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return report(stdout, *configPath, cfgText, start, res.Best)
+}
+
+// scenarioFromHistory reads the history at path (a directory of history
+// files or one file of records), builds the scenario of service from it,
+// prints the report and writes the scenario to out when asked.
+func scenarioFromHistory(path, service, out string, stdout, stderr io.Writer) (*sim.Scenario, error) {
+	recs, notes, err := readHistory(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
+	}
+	if service == "" {
+		var services []string
+		for _, r := range recs {
+			if !slices.Contains(services, r.Service) {
+				services = append(services, r.Service)
+			}
+		}
+		if len(services) != 1 {
+			return nil, fmt.Errorf("history %s holds %d services (%s): give -service", path, len(services), strings.Join(services, ", "))
+		}
+		service = services[0]
+	}
+	sc, rep, err := tune.ScenarioFromHistory(recs, service, tune.HistoryOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := rep.Write(stdout); err != nil {
+		return nil, err
+	}
+	if out != "" {
+		var b bytes.Buffer
+		if err := sim.EncodeScenario(&b, sc); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("write the scenario: %w", err)
+		}
+		fmt.Fprintf(stdout, "scenario written to %s\n", out)
+	}
+	fmt.Fprintln(stdout)
+	return sc, nil
+}
+
+// readHistory reads every record of a state directory's history files,
+// or of one file of JSON lines.
+func readHistory(path string) ([]history.Record, []history.Skipped, error) {
+	var recs []history.Record
+	add := func(r history.Record) { recs = append(recs, r) }
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("history: %w", err)
+	}
+	if st.IsDir() {
+		notes, err := history.Read(path, history.Filter{}, add)
+		if err != nil {
+			return nil, notes, fmt.Errorf("read the history: %w", err)
+		}
+		return recs, notes, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	var notes []history.Skipped
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var r history.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			notes = append(notes, history.Skipped{File: path, Line: n, Why: fmt.Sprintf("not a history record: %v", err)})
+			continue
+		}
+		if r.V != history.SchemaVersion {
+			notes = append(notes, history.Skipped{File: path, Line: n, Why: fmt.Sprintf("schema version %d, this reader knows %d", r.V, history.SchemaVersion)})
+			continue
+		}
+		add(r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, notes, fmt.Errorf("history: %s: %w", path, err)
+	}
+	return recs, notes, nil
 }
 
 // readConfig reads and checks the running configuration.

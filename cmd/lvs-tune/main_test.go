@@ -14,6 +14,7 @@ import (
 
 	"lvs-feedback/history"
 	"lvs-feedback/monitor"
+	"lvs-feedback/sim"
 	"lvs-feedback/tune"
 )
 
@@ -126,5 +127,129 @@ func TestCommandLineMistakes(t *testing.T) {
 	err = run([]string{"search", "-scenario", "../../sim/scenarios/background.toml", "-base", base, "-q"}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "only with controller") {
 		t.Errorf("capacity base: %v", err)
+	}
+}
+
+// writeServiceHistory records, through the history writer, three CPU-bound
+// servers of 2 cores and per-core speeds 1:2:4 sharing 300 connections/s
+// evenly, every 5 s for 60 cycles; the third loses half its speed at
+// cycle 30. A second service's records are mixed in.
+func writeServiceHistory(t *testing.T, dir string) {
+	t.Helper()
+	w, err := history.Open(dir, history.Limits{MaxSize: 64 << 20, Files: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	speeds := []float64{1, 2, 4}
+	for c := 0; c < 60; c++ {
+		var batch []history.Record
+		for _, svc := range []string{"192.0.2.10:80/tcp", "192.0.2.20:443/tcp"} {
+			for i, speed := range speeds {
+				if c >= 30 && i == 2 {
+					speed /= 2
+				}
+				cpu := 100 * 0.010 / (2 * speed)
+				r := history.Record{V: history.SchemaVersion, Time: t0.Add(time.Duration(c) * 5 * time.Second),
+					Service: svc, Server: fmt.Sprintf("198.51.100.%d:80", 11+i), State: "managed",
+					Configured: 10, DefaultWeight: 10, WeightBefore: 10, WeightTo: 10, WeightAfter: 10, Ramp: 1,
+					Agent:    &history.Agent{Source: "host", CPU: cpu, CPUUsed: cpu, Raw: history.AgentRaw{CPUs: 2, CPUBusy: cpu}},
+					Capacity: &history.Capacity{CPU: cpu, Busy: cpu, Bottleneck: "cpu"}}
+				if c > 0 {
+					n := int64(500)
+					r.NewConns = &n
+				}
+				batch = append(batch, r)
+			}
+		}
+		if err := w.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lvs-tune search -history on a recorded history: the scenario built is
+// printed (speeds 0.5, 1, 2 relative to the median server; the third's
+// halving at 145 s), written to a file that the simulator reads back to
+// the same servers and events, and searched on: a checked block.
+func TestSearchOnHistory(t *testing.T) {
+	dir := t.TempDir()
+	writeServiceHistory(t, dir)
+	out := filepath.Join(t.TempDir(), "history.toml")
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"search", "-history", dir, "-service", "192.0.2.10:80/tcp", "-write-scenario", out,
+		"-duration", "120s", "-train", "1", "-held", "2", "-population", "3", "-generations", "2", "-workers", "1", "-q"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	text := stdout.String()
+	t.Log(text)
+	for _, want := range []string{
+		"scenario from the history of 192.0.2.10:80/tcp: 60 cycles of 5s",
+		"198.51.100.11:80            2   0.500",
+		"198.51.100.12:80            2   1.000",
+		"198.51.100.13:80            2   2.000",
+		"load: base 300.0 connections/s = utilisation 0.214; mean demand 5ms",
+		"198.51.100.13:80 speed ×0.5 at 2m25s",
+		"approximations:",
+		"scenario written to " + out,
+		"genetic search on history (wrr, 2m0s)",
+		"[coefficients]",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	sc, err := sim.LoadScenario(out)
+	if err != nil {
+		t.Fatalf("the written scenario does not load: %v", err)
+	}
+	if len(sc.Servers) != 3 || sc.Servers[0].Speed != 0.5 || sc.Servers[2].Speed != 2 || sc.Duration != 300*time.Second ||
+		len(sc.Events) != 1 || sc.Events[0].Factor != 0.5 || sc.Events[0].At != 145*time.Second {
+		t.Errorf("read back: %+v", sc)
+	}
+
+	// Two services and no -service: an error naming them. -n builds and
+	// prints only.
+	stdout.Reset()
+	err = run([]string{"search", "-history", dir, "-n"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "2 services (192.0.2.10:80/tcp, 192.0.2.20:443/tcp): give -service") {
+		t.Errorf("two services: %v", err)
+	}
+	err = run([]string{"search", "-history", dir, "-service", "192.0.2.20:443/tcp", "-n"}, &stdout, &stderr)
+	if err != nil || !strings.Contains(stdout.String(), "192.0.2.20:443/tcp: 60 cycles") || strings.Contains(stdout.String(), "genetic search") {
+		t.Errorf("-n: %v\n%s", err, stdout.String())
+	}
+	err = run([]string{"search", "-history", dir, "-service", "192.0.2.99:80/tcp", "-n"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `no records of service "192.0.2.99:80/tcp"`) {
+		t.Errorf("unknown service: %v", err)
+	}
+	err = run([]string{"search", "-history", filepath.Join(dir, "missing"), "-n"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing history: %v", err)
+	}
+	for _, args := range [][]string{
+		{"search", "-history", dir, "-scenario", "../../sim/scenarios/background.toml"},
+		{"search", "-scenario", "../../sim/scenarios/background.toml", "-service", "x"},
+		{"search", "-scenario", "../../sim/scenarios/background.toml", "-write-scenario", out},
+	} {
+		stderr.Reset()
+		if err := run(args, &stdout, &stderr); !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "usage:") {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// A file of JSON lines, as lvsctl history -o json writes, is read too.
+func TestSearchOnHistoryFile(t *testing.T) {
+	dir := t.TempDir()
+	writeServiceHistory(t, dir)
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"search", "-history", filepath.Join(dir, history.FileName), "-service", "192.0.2.10:80/tcp", "-n"}, &stdout, &stderr)
+	if err != nil || !strings.Contains(stdout.String(), "198.51.100.13:80 speed ×0.5 at 2m25s") {
+		t.Errorf("%v\n%s", err, stdout.String())
 	}
 }
