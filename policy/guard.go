@@ -38,7 +38,6 @@ func HashingScheduler(name string) bool {
 	return false
 }
 
-// readSchedulers notes, once per cycle, which services run a hashing
 // BacklogRatio is a server's active connections per unit of weight as a
 // multiple of its service's median (median per unit of weight), and its
 // excess over the median share: active − median·weight. A median of 0 gives
@@ -96,8 +95,6 @@ func GuardCut(weight int, ratio float64, minWeight int) int {
 	to := int(math.Floor(float64(weight) / ratio)) // +Inf: 0, so minWeight
 	return max(minWeight, to)
 }
-
-// guardState is a destination's backlog-guard memory.
 
 // GuardState is a server's backlog-guard memory.
 type GuardState struct {
