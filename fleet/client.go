@@ -181,6 +181,26 @@ func (c *Client) Status() Status {
 	return s
 }
 
+// WaitLease waits until this director holds a lease or ctx ends, and
+// reports whether it holds one. The lease is granted in the background
+// (New does not wait for etcd); a director that starts by waiting for it
+// applies the fleet's document in its first cycle instead of holding its
+// table for that cycle.
+func (c *Client) WaitLease(ctx context.Context) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if c.Status().LeaseOK {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
 // note records the outcome of an etcd operation.
 func (c *Client) note(err error) {
 	c.mu.Lock()

@@ -43,6 +43,7 @@ type FleetStore interface {
 	ReadFleet(ctx context.Context, withDocument bool) (fleet.Fleet, error)
 	WriteDocument(ctx context.Context, d fleet.Document, docRev int64, own fleet.Counters) (int64, error)
 	ReadView(ctx context.Context) (fleet.View, error)
+	WaitLease(ctx context.Context) bool
 	Close() error
 }
 
@@ -454,6 +455,13 @@ func (m *Monitor) runFleet(ctx context.Context, afterCycle func(CycleReport, err
 		return err
 	}
 	defer f.stop()
+	// The first cycle waits for the lease (at most the dial timeout): a
+	// director joining a fleet applies the fleet's weights in it.
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.Sync.Etcd.DialTimeout)
+	if !f.store.WaitLease(wctx) && ctx.Err() == nil {
+		m.log.Warn("fleet: no etcd lease within the dial timeout; starting with the table held", "dial_timeout", m.cfg.Sync.Etcd.DialTimeout)
+	}
+	cancel()
 	f.cycle(ctx)
 	interval := m.Interval()
 	t := time.NewTicker(interval)
