@@ -168,7 +168,7 @@ type Compare struct {
 
 // Guard is the backlog guard's part of a decision.
 type Guard struct {
-	// Event: "", "cut", "raise", "kept", "released" or "dropped".
+	// Event: "", "cut", "raise", "kept", "released", "dropped" or "sink".
 	Event      string   `json:"event,omitempty"`
 	Held       int      `json:"held"`
 	From       int      `json:"from"`

@@ -62,8 +62,16 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
 		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
 		m.noteHashing(svc, m.hashed[svc] != "" && m.cfg.Guard.Enabled())
+		sinks := false
 		for i := range group {
 			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			if g := group[i].st.Decision.Trace.Guard; g != nil && g.Event == policy.GuardSink {
+				m.probe(ctx, &group[i]) // only the suspect: a refused connection answers at once
+				sinks = true
+			}
+		}
+		if sinks {
+			m.engine.TakeDownSinks(servers(group))
 		}
 	})
 	res := m.applyRows(rows)
@@ -99,6 +107,9 @@ func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 	case policy.GuardReleased:
 		m.log.Info("backlog guard: released", "service", key.Service, "server", key.Dest,
 			"weight", d.Before, "active", g.Active, "ratio", round3(g.Ratio), "restore", g.Restore)
+	case policy.GuardSink:
+		m.log.Info("backlog guard: no established connection while its connections end: probed now", "service", key.Service, "server", key.Dest,
+			"weight", d.Before, "ended", g.Ended, "median", round3(g.Median))
 	case policy.GuardKept:
 		m.log.Debug("backlog guard: holds the weight", "service", key.Service, "server", key.Dest,
 			"held", g.Held, "controller", g.Controller)

@@ -3,6 +3,8 @@ package monitor
 import (
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -320,4 +322,67 @@ func TestBacklogGuardLeavesHashingSchedulers(t *testing.T) {
 		}
 	}
 	wantWeights(t, r, "sh: a backlog left alone", 10, 10, 10)
+}
+
+// TestBacklogGuardSink: a server that stops answering shows in the table
+// as no established connection while its failed ones pile up as inactive;
+// the check probes it at once and, refused, takes it out of rotation
+// (down, weight 0) without waiting for the cycle. One that answers the
+// probe keeps its weight; fewer than min_excess ended, a server with
+// active connections, and a service where nobody holds one are not probed.
+func TestBacklogGuardSink(t *testing.T) {
+	r, m := newCapacityRig(t, "")
+	setAllCPU(r, 0.5)
+	setConns := func(a, ia, b, ib, c, ic int) {
+		t.Helper()
+		for _, x := range []struct {
+			rs       netip.AddrPort
+			act, ina int
+		}{{rsA, a, ia}, {rsB, b, ib}, {rsC, c, ic}} {
+			must(t, r.table.SetActive(svcKey, x.rs, x.act, x.ina))
+		}
+	}
+	setConns(20, 5, 20, 5, 20, 5)
+	cycle(t, m)
+	steps := []struct {
+		a, b, ib, c int
+		refusing    bool
+		wantB       int
+		why         string
+	}{
+		{20, 0, 100, 20, false, 10, "95 more inactive, none active, peers busy: probed, answers"},
+		{20, 0, 110, 20, true, 10, "10 more inactive: under min_excess (16), not probed"},
+		{20, 3, 160, 20, true, 10, "active connections: not a sink"},
+		{0, 0, 200, 0, true, 10, "nobody holds a connection: no evidence"},
+		{20, 0, 230, 20, true, 0, "30 more, none active, refusing: down at once"},
+	}
+	for _, s := range steps {
+		r.prober.mu.Lock()
+		r.prober.down[rsB] = s.refusing
+		r.prober.mu.Unlock()
+		setConns(s.a, 5, s.b, s.ib, s.c, 5)
+		guard(t, m)
+		if w := r.weight(rsB); w != s.wantB {
+			t.Fatalf("%s: B weight %d, want %d", s.why, w, s.wantB)
+		}
+	}
+	if w := r.weight(rsA); w != 10 {
+		t.Errorf("A: weight %d, want 10", w)
+	}
+	saved, err := os.ReadFile(filepath.Join(r.dir, "state.json"))
+	must(t, err)
+	if want := `"198.51.100.12:80":{"state":"down","set_by":"lvs-monitor","written":0,"restore_weight":10`; !strings.Contains(string(saved), want) {
+		t.Errorf("state file after the check:\n%s\nwant B as %s…", saved, want)
+	}
+	// It comes back through the cycles' rise rule, as any down server.
+	r.prober.mu.Lock()
+	r.prober.down[rsB] = false
+	r.prober.mu.Unlock()
+	setConns(20, 5, 0, 5, 20, 5)
+	for i := 0; i < 3 && r.weight(rsB) == 0; i++ {
+		cycle(t, m)
+	}
+	if w := r.weight(rsB); w == 0 {
+		t.Errorf("B answering again: still weight 0 after 3 cycles")
+	}
 }

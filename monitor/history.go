@@ -240,6 +240,8 @@ func guardEventName(e policy.GuardEvent) string {
 		return "released"
 	case policy.GuardDropped:
 		return "dropped"
+	case policy.GuardSink:
+		return "sink"
 	}
 	return fmt.Sprintf("event %d", e)
 }

@@ -180,6 +180,9 @@ type Observed struct {
 	Kernel      int        // the kernel's weight as read
 	Counter     uint32     // the kernel's connection counter as read
 	ActiveConns int        // active connections
+	// InactiveConns: connections the table still holds that are not
+	// established (closing, or failed and lingering).
+	InactiveConns int
 	// NewConns is the connections scheduled to the server in the interval,
 	// -1 when unknown (no earlier reading); ActiveDelta the growth of its
 	// active connections over the same interval.

@@ -86,6 +86,20 @@ func GuardRaise(weight int, ratio float64) int {
 	return max(to, weight)
 }
 
+// Sinking reports whether a server looks like a sink at a check: none of
+// its connections is established while at least minEnded more ended since
+// the previous check (its inactive connections grew by that many), and its
+// service's servers do hold established connections (median per unit of
+// weight above 0). That is what a dead or refusing server looks like in the
+// table — every connection it is sent fails and lingers as inactive — and
+// under wlc or sed such a server, with nothing active, is sent almost every
+// new connection until a probe takes it out. A healthy server with very
+// short requests can look the same; the monitor only probes the server
+// early (TakeDownSinks), so a false alarm costs one probe.
+func Sinking(active, inactive, prevInactive int, median float64, minEnded int) bool {
+	return active == 0 && median > 0 && inactive-prevInactive >= max(minEnded, 1)
+}
+
 // GuardCut is the weight a backlogged server is cut to: its weight divided
 // by its backlog ratio, at least minWeight and below weight.
 func GuardCut(weight int, ratio float64, minWeight int) int {
@@ -98,10 +112,14 @@ func GuardCut(weight int, ratio float64, minWeight int) int {
 
 // GuardState is a server's backlog-guard memory.
 type GuardState struct {
-	PrevActive int  // active connections at the previous check
-	Over       bool // beyond the trigger at the previous check
-	Under      bool // starved at the previous check
-	From       int  // the weight before the move
+	PrevActive int // active connections at the previous check
+	// PrevInactive: inactive connections at the previous check, Checked
+	// once there was one (a first reading compares with nothing).
+	PrevInactive int
+	Checked      bool
+	Over         bool // beyond the trigger at the previous check
+	Under        bool // starved at the previous check
+	From         int  // the weight before the move
 	// Weight is the held weight (0: no hold; a cycle may move it further
 	// the way the guard moved it).
 	Weight int
@@ -126,6 +144,7 @@ const (
 	GuardKept                // a cycle's write beyond the held weight was not made
 	GuardReleased            // the hold ended
 	GuardDropped             // the hold ended because the server left rotation
+	GuardSink                // the server looks dead (Sinking): probed now (TakeDownSinks)
 )
 
 // GuardTrace is the backlog guard's part of a decision.
@@ -143,7 +162,10 @@ type GuardTrace struct {
 	Ratio, Median   float64
 	Active, Restore int
 	Controller      int
-	DroppedAs       Ownership // GuardDropped: the state the server left for
+	// Ended: GuardSink, the server's inactive connections' growth since
+	// the previous check.
+	Ended     int
+	DroppedAs Ownership // GuardDropped: the state the server left for
 }
 
 // Check runs one backlog check between cycles on a service whose servers
@@ -157,6 +179,36 @@ func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
 		keepDrain(sv.Obs, sv.Out)
 	}
 	e.guard(s, st, servers, false)
+}
+
+// TakeDownSinks acts on the probes the monitor made, between cycles, of
+// the servers a backlog check found sinking (GuardSink): one that refused
+// (not a timeout: a refused or reset connection is the server's own
+// answer) is marked down at once, as the next cycle's availability rule
+// would; one that answered or timed out is left to the cycles. As in a
+// cycle, when more than freeze_share of the service's servers that are not
+// drained refuse at once nothing is done: the director is more likely cut
+// off than they are all dead. It returns how many it marked down.
+func (e *Engine) TakeDownSinks(servers []Server) int {
+	var refusing []Server
+	eligible := 0
+	for _, sv := range servers {
+		o := sv.Obs
+		if o.Record.State != DrainedByOperator {
+			eligible++
+		}
+		if g := sv.Out.Trace.Guard; g != nil && g.Event == GuardSink && o.Probed && o.ProbeErr != nil && !o.ProbeTimedOut && o.Record.State == Managed {
+			refusing = append(refusing, sv)
+		}
+	}
+	if len(refusing) == 0 || ShouldFreeze(len(refusing), eligible, e.p.Availability.FreezeShare) {
+		return 0
+	}
+	for _, sv := range refusing {
+		sv.State.Fails, sv.State.Passes = sv.State.Fails+1, 0
+		markDown(sv.Obs, sv.Out, fmt.Sprintf("refused a probe at a backlog check, after %d of its connections ended with none established: %v", sv.Out.Trace.Guard.Ended, sv.Obs.ProbeErr))
+	}
+	return len(refusing)
 }
 
 // medianPerWeight is the median of active connections per unit of weight
@@ -215,7 +267,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			if gs.Holding() {
 				tr.Event, tr.DroppedAs = GuardDropped, d.Record.State
 			}
-			*gs = GuardState{PrevActive: o.ActiveConns}
+			*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true}
 		case gs.Holding():
 			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on)
 		default:
@@ -240,8 +292,13 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
+	sink := on && !inCycle && gs.Checked && Sinking(o.ActiveConns, o.InactiveConns, gs.PrevInactive, med, g.MinExcess)
+	ended := o.InactiveConns - gs.PrevInactive
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
+	gs.PrevInactive, gs.Checked = o.InactiveConns, true
 	switch {
+	case sink:
+		tr.Event, tr.Active, tr.Ended = GuardSink, o.ActiveConns, ended
 	case cut:
 		to := GuardCut(o.Kernel, ratio, e.p.Weight.Min)
 		if to >= o.Kernel {
@@ -291,7 +348,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns}
+		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true}
 		return
 	}
 	gs.PrevActive = o.ActiveConns

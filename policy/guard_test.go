@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
+	"time"
 )
 
 func TestBacklogRatio(t *testing.T) {
@@ -116,6 +119,119 @@ func TestHashingScheduler(t *testing.T) {
 	for name, want := range map[string]bool{"sh": true, "dh": true, "mh": true, "wrr": false, "wlc": false, "sed": false, "rr": false, "": false} {
 		if got := HashingScheduler(name); got != want {
 			t.Errorf("HashingScheduler(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestSinking(t *testing.T) {
+	for _, tt := range []struct {
+		active, inactive, prev int
+		median                 float64
+		minEnded               int
+		want                   bool
+	}{
+		{0, 40, 20, 2, 16, true},   // 20 ended, none established, peers busy
+		{0, 36, 20, 2, 16, true},   // exactly min_excess
+		{0, 35, 20, 2, 16, false},  // 15 < 16
+		{1, 100, 20, 2, 16, false}, // one established: answering
+		{0, 100, 20, 0, 16, false}, // nobody holds a connection
+		{0, 10, 40, 2, 16, false},  // inactive shrank (lingering ones expired)
+		{0, 21, 20, 0.5, 0, true},  // min_excess 0: one ended is enough
+		{0, 20, 20, 0.5, 0, false}, // … but at least one
+	} {
+		if got := Sinking(tt.active, tt.inactive, tt.prev, tt.median, tt.minEnded); got != tt.want {
+			t.Errorf("Sinking(%d, %d, %d, %v, %d) = %v, want %v", tt.active, tt.inactive, tt.prev, tt.median, tt.minEnded, got, tt.want)
+		}
+	}
+}
+
+// TestCheckSink: at a check the sinking server gets a GuardSink trace and
+// no weight — not even the raise its empty share would earn while the
+// service's backlog grows; a server read for the first time is not judged.
+func TestCheckSink(t *testing.T) {
+	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Anchor: 0.15},
+		Guard: GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	check := func(activeB, inactiveB, activeOthers int) *GuardTrace {
+		servers := make([]Server, 3)
+		for i := range servers {
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: activeOthers, InactiveConns: 5}
+			if i == 1 {
+				o.ActiveConns, o.InactiveConns = activeB, inactiveB
+			}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		if servers[1].Out.Write {
+			t.Fatalf("B written: %+v", servers[1].Out)
+		}
+		return servers[1].Out.Trace.Guard
+	}
+	if g := check(0, 100, 20); g != nil {
+		t.Fatalf("first reading judged: %+v", g)
+	}
+	check(0, 100, 30) // the service's backlog grows: B, empty, would be starved
+	g := check(0, 130, 40)
+	if g == nil || g.Event != GuardSink || g.Ended != 30 || g.Active != 0 {
+		t.Fatalf("B sinking: trace %+v, want GuardSink with 30 ended", g)
+	}
+}
+
+// TestTakeDownSinks: of the servers found sinking and probed, the ones
+// that refused go down (weight 0, restore weight kept); a timeout or an
+// answer leaves a server to the cycles; and when more than freeze_share of
+// the service refuses at once nothing is done (fail static, as a cycle).
+func TestTakeDownSinks(t *testing.T) {
+	refused, timeout := errors.New("connection refused"), context.DeadlineExceeded
+	mk := func(sink bool, err error, state Ownership) Server {
+		o := &Observed{Record: DestRecord{State: state}, Configured: 10, Kernel: 10, Probed: sink, ProbeErr: err, ProbeTimedOut: errors.Is(err, timeout)}
+		if state == DrainedByOperator {
+			o.Kernel = 0
+		}
+		d := &Decision{}
+		if sink {
+			d.Trace.Guard = &GuardTrace{Event: GuardSink, Ended: 30}
+		}
+		return Server{Obs: o, State: &ServerState{}, Out: d}
+	}
+	e, err := NewEngine(Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1},
+		Availability: Availability{FreezeShare: 0.5, Fall: 2, Rise: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		servers []Server
+		want    []bool // written down, per server
+	}{
+		{"one refusing of four", []Server{mk(true, refused, Managed), mk(false, nil, Managed), mk(false, nil, Managed), mk(false, nil, Managed)}, []bool{true, false, false, false}},
+		{"a timeout waits for fall", []Server{mk(true, timeout, Managed), mk(false, nil, Managed), mk(false, nil, Managed)}, []bool{false, false, false}},
+		{"answering", []Server{mk(true, nil, Managed), mk(false, nil, Managed)}, []bool{false, false}},
+		{"3 of 4 refusing: frozen", []Server{mk(true, refused, Managed), mk(true, refused, Managed), mk(true, refused, Managed), mk(false, nil, Managed)}, []bool{false, false, false, false}},
+		{"2 of 4 refusing: at the share, not beyond", []Server{mk(true, refused, Managed), mk(true, refused, Managed), mk(false, nil, Managed), mk(false, nil, Managed)}, []bool{true, true, false, false}},
+		{"drained ones do not count", []Server{mk(true, refused, Managed), mk(false, nil, DrainedByOperator), mk(false, nil, DrainedByOperator), mk(false, nil, Managed)}, []bool{true, false, false, false}},
+	} {
+		n := e.TakeDownSinks(tt.servers)
+		count := 0
+		for i, sv := range tt.servers {
+			down := sv.Out.Write && sv.Out.To == 0 && sv.Out.Record.State == Down
+			if down != tt.want[i] {
+				t.Errorf("%s: server %d down %v, want %v (%+v)", tt.name, i, down, tt.want[i], sv.Out)
+			}
+			if down {
+				count++
+				if r := sv.Out.Record; r.RestoreWeight != 10 || r.SetBy != ByMonitor || sv.State.Fails != 1 {
+					t.Errorf("%s: server %d record %+v fails %d", tt.name, i, r, sv.State.Fails)
+				}
+			}
+		}
+		if n != count {
+			t.Errorf("%s: TakeDownSinks = %d, %d written down", tt.name, n, count)
 		}
 	}
 }

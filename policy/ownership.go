@@ -362,6 +362,15 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 	return d
 }
 
+// markDown is the decision that takes a managed server out of rotation
+// as down: weight 0, remembering the weight to restore.
+func markDown(o *Observed, d *Decision, reason string) {
+	down := o.Record
+	down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByMonitor, 0, o.Kernel, o.Counter
+	d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
+	d.Reason = reason
+}
+
 // availability applies the ownership side of the availability rules to a
 // server that is not drained, before any controller runs:
 //
@@ -383,10 +392,7 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 	d.Trace.Fails, d.Trace.Passes = st.Fails, st.Passes
 	switch {
 	case o.Probed && o.ProbeErr != nil && rec.State == Managed && (!o.ProbeTimedOut || st.Fails >= max(av.Fall, 1)):
-		down := rec
-		down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByMonitor, 0, o.Kernel, o.Counter
-		d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
-		d.Reason = fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr)
+		markDown(o, d, fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr))
 		return true
 	case !o.reachable() && rec.State == Down && o.Kernel != 0:
 		// Down, and created anew at a weight of its creator's (Reconcile).

@@ -239,7 +239,9 @@ func (a *simAgents) Fetch(_ context.Context, addr string, timeout time.Duration)
 // probe is a small request of the scenario's probe demand that would share
 // the server with the n requests present, so it takes rtt +
 // demand/rate(n+1), times (1 + noise). A down server refuses; a probe
-// slower than probe_timeout times out, as a real one would.
+// slower than probe_timeout times out, as a real one would. A probe
+// between cycles (the backlog guard's) answers from the last measurement,
+// but whether the server is down is read at the time.
 type simProber struct {
 	r       *run
 	timeout time.Duration
@@ -279,6 +281,15 @@ func (p *simProber) measure() {
 func (p *simProber) Probe(_ context.Context, server netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
 	for k := range p.rtt {
 		if serverAddr(k) == server {
+			// Between cycles (the backlog guard probes a suspect) a server
+			// is up or down as it is now; the rest as last measured. At a
+			// cycle, measure has just run: the same answer.
+			switch {
+			case p.r.srv[k].down:
+				return 0, fmt.Errorf("probe %s: %w", server, errRefused)
+			case errors.Is(p.err[k], errRefused):
+				return p.r.sc.Probe.RTT, nil
+			}
 			if p.err[k] != nil {
 				return 0, fmt.Errorf("probe %s: %w", server, p.err[k])
 			}
