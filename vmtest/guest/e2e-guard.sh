@@ -19,6 +19,10 @@
 #   e. when rs1 and rs2 are slow (the service builds a backlog) and rs3
 #      keeps up, rs3 is raised, for being starved, and back to 10 once the
 #      backlog is gone;
+#   g. under wlc, rs2's httpd stopped (refused connections): the guard sees
+#      none established while its inactive ones grow, probes it and takes it
+#      down (0) well within a 30 s interval, rs1 and rs3 untouched; back
+#      through the cycles once its httpd answers again;
 #   f. the monitor's last view of each server's weight in its log (adopted,
 #      set by an operator, or written) is the weight ipvsadm -Ln shows.
 # docs/testing-kernel.md lists, for each, a change that makes it fail.
@@ -228,6 +232,49 @@ show "(rs3 released)"
 changes_since "$l5" | grep -q "^$(rs 3) [0-9]* 10 share back " || fail "e: rs3's way back was not the guard's release: $(changes_since "$l5")"
 say "e: PASS"
 
+# --- g. a dead server under wlc: down between cycles --------------------------------
+# Under wlc a server that refuses holds no established connection, so the
+# kernel sends it nearly every new one. The guard sees none established on
+# rs2 while its inactive ones (the refused connections, lingering in CLOSE)
+# grow, probes rs2 alone, is refused, and takes it down — long before the
+# next cycle: the interval is raised to 30 s for this part (agent_expiry's
+# default 30 s bounds it). min_excess 3: this client's ten connections a
+# second give about five per check. Every server takes 5 s per request, so
+# the peers still hold established connections for a few checks after wlc
+# stopped sending them any. A cycle would write "unreachable (1 failed
+# probes in a row)"; the guard's reason names its probe.
+for i in 1 2 3; do echo 5 >"$W/delay$i"; done
+sed -i 's/^interval = "2s"/interval = "30s"/; s/^min_excess = 8/min_excess = 3/' "$W/monitor.toml"
+run lvs-monitor -check -config "$W/monitor.toml" # a refused reload would keep the 2 s interval
+run in_ns director ipvsadm -E -t "$SVC" -s wlc
+l6=$(loglines)
+kill -HUP "$MONPID"
+wait_for "the monitor reloads its configuration" sh -c "sed -n '$((l6 + 1)),\$p' $W/monitor.log | grep -q 'SIGHUP: reloading'"
+sleep 6 # the peers' 5 s requests in flight
+# httpd and its CGI children: the established connections end too.
+for p in $(ip netns pids rs2); do kill "$p" 2>/dev/null; done
+say "rs2's httpd stopped: its connections are refused"
+t_dead=$(now)
+rs2_down() { read_table; [ "$w2" = 0 ]; }
+wait_for "rs2 down" rs2_down
+took=$(($(now) - t_dead))
+show "(rs2 dead)"
+changes_since "$l6" | grep -q "^$(rs 2) [0-9]* 0 refused a probe at a backlog check" ||
+	fail "g: rs2's weight 0 was not the guard's probe: $(changes_since "$l6")"
+grep -q "msg=\"backlog guard: no established connection while its connections end: probed now\" .* server=$(rs 2) " "$W/monitor.log" ||
+	fail "g: no 'probed now' line for rs2"
+[ "$w1" = 10 ] && [ "$w3" = 10 ] || fail "g: rs1 or rs3 moved: $w1 $w3"
+say "g: PASS (rs2 down ${took} s after its httpd stopped; interval 30 s)"
+# Back: httpd restarted, the old interval; the cycles' rise rule brings rs2 back.
+ip netns exec rs2 httpd -f -v -p 80 -h "$W/www2" 2>>"$W/httpd2.log" &
+echo $! >"$W/httpd2.pid"
+for i in 1 2 3; do echo 0 >"$W/delay$i"; done
+sed -i 's/^interval = "30s"/interval = "2s"/; s/^min_excess = 3/min_excess = 8/' "$W/monitor.toml"
+kill -HUP "$MONPID"
+rs2_up() { read_table; [ -n "$w2" ] && [ "$w2" -gt 0 ]; }
+wait_for "rs2 back in rotation" rs2_up
+show "(rs2 back)"
+
 # --- f. ipvsadm agrees with the monitor's log -------------------------------------
 # The monitor's view of each server's weight, in its log order: the weight
 # it adopted or found an operator set (msg=ownership weight=N), or wrote
@@ -250,4 +297,4 @@ sed -n 's/^time=[^T]*T\([^ ]*\)Z .* msg="weight changed" .* server=\([^ ]*\) old
 grep 'msg="backlog guard' "$W/monitor.log" | sed 's/^time=[^T]*T\([^ ]*\)Z /  \1 /'
 echo "--- client answers: $(sort "$W/hits" | uniq -c | tr '\n' ' ')"
 cleanup
-echo "PASS: e2e-guard (a-f) in $(($(now) - t_start)) s"
+echo "PASS: e2e-guard (a-g) in $(($(now) - t_start)) s"
