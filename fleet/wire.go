@@ -68,8 +68,6 @@ type Document struct {
 	Revision int64
 }
 
-func validWeight(w int) bool { return w >= 0 && w <= ipvs.MaxWeight }
-
 // Counters are stored as lines (they are written by every director every
 // cycle and read by the leader every cycle: a line format costs a fraction
 // of JSON's CPU at 1,000 destinations):
@@ -191,10 +189,11 @@ func DecodeCounters(b []byte) (Counters, error) {
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return bad("edit", err)
 			}
-			if !validWeight(w) {
-				return bad(fmt.Sprintf("edit weight %d out of range", w), nil)
+			e := scheduler.Edit{Pos: scheduler.EditPos{Epoch: ep, ID: id}, Key: scheduler.DestKey{Service: svc, Dest: dst}, Weight: w}
+			if err := e.Validate(); err != nil {
+				return bad("edit", err)
 			}
-			c.Edits = append(c.Edits, scheduler.Edit{Pos: scheduler.EditPos{Epoch: ep, ID: id}, Key: scheduler.DestKey{Service: svc, Dest: dst}, Weight: w})
+			c.Edits = append(c.Edits, e)
 		case line == "" && rest == "":
 		default:
 			return bad(fmt.Sprintf("unreadable line %q", line), nil)
@@ -346,31 +345,25 @@ func DecodeDocument(b []byte) (Document, error) {
 			}
 			seen[key] = true
 			x := scheduler.DestState{Key: key, State: fields[2]}
-			switch policy.Ownership(x.State) {
-			case policy.Managed, policy.DrainedByOperator, policy.Down:
-			default:
-				return bad(fmt.Sprintf("%s: unknown state %q", key, x.State), nil)
-			}
 			for i, p := range []*int{&x.Weight, &x.DefaultWeight, &x.DefaultOverride, &x.OverriddenConfig, &x.RestoreWeight} {
 				v, err := strconv.Atoi(fields[3+i])
-				if err != nil || !validWeight(v) {
-					return bad(fmt.Sprintf("%s: weight %q out of range", key, fields[3+i]), nil)
+				if err != nil {
+					return bad(fmt.Sprintf("%s: weight %q", key, fields[3+i]), err)
 				}
 				*p = v
 			}
 			if fields[8] != "-" {
 				x.SetBy = policy.Origin(fields[8])
 			}
-			if !x.SetBy.Valid() {
-				return bad(fmt.Sprintf("%s: unknown origin %q", key, fields[8]), nil)
-			}
 			ctrl, err1 := strconv.ParseFloat(fields[9], 64)
 			ramp, err2 := strconv.ParseInt(fields[12], 10, 64)
-			if err1 != nil || err2 != nil || !(ctrl >= 0 && ctrl <= ipvs.MaxWeight) || ramp < 0 ||
-				(fields[10] != "0" && fields[10] != "1") || (fields[11] != "0" && fields[11] != "1") {
-				return bad(key.String()+": controller state out of range", nil)
+			if err1 != nil || err2 != nil || (fields[10] != "0" && fields[10] != "1") || (fields[11] != "0" && fields[11] != "1") {
+				return bad(key.String()+": unreadable controller state", nil)
 			}
 			x.Carried = policy.Carried{Ctrl: ctrl, CtrlSet: fields[10] == "1", Ramping: fields[11] == "1", RampElapsed: time.Duration(ramp)}
+			if err := x.Validate(); err != nil {
+				return bad("destination", err)
+			}
 			d.Snapshot.Dests = append(d.Snapshot.Dests, x)
 		case k == 4 && fields[0] == "a":
 			ep, err1 := strconv.ParseUint(fields[2], 10, 64)

@@ -206,6 +206,43 @@ func validState(s string) bool {
 
 func validWeight(w int) bool { return w >= 0 && w <= ipvs.MaxWeight }
 
+// Validate checks one destination's replicated state, whatever carried
+// it (a sync frame, an etcd fleet's document): a complete key, a known
+// state and origin, every weight within 0..ipvs.MaxWeight, the
+// controller's state in range.
+func (d DestState) Validate() error {
+	if !d.Key.Dest.IsValid() || (!d.Key.Service.IsFWMark() && !d.Key.Service.Addr.IsValid()) {
+		return fmt.Errorf("destination %s: incomplete key", d.Key)
+	}
+	if !validState(d.State) {
+		return fmt.Errorf("destination %s: unknown state %q", d.Key, d.State)
+	}
+	if !d.SetBy.Valid() {
+		return fmt.Errorf("destination %s: unknown set_by %q", d.Key, d.SetBy)
+	}
+	for _, w := range []int{d.Weight, d.DefaultWeight, d.DefaultOverride, d.OverriddenConfig, d.RestoreWeight} {
+		if !validWeight(w) {
+			return fmt.Errorf("destination %s: weight %d out of range 0..%d", d.Key, w, ipvs.MaxWeight)
+		}
+	}
+	if d.CtrlSet && (math.IsNaN(d.Ctrl) || d.Ctrl < 0 || d.Ctrl > ipvs.MaxWeight) {
+		return fmt.Errorf("destination %s: controller weight %v out of range", d.Key, d.Ctrl)
+	}
+	if d.Ramping && d.RampElapsed < 0 {
+		return fmt.Errorf("destination %s: negative slow-start time", d.Key)
+	}
+	return nil
+}
+
+// Validate checks an operator edit: a destination and a weight within
+// 0..ipvs.MaxWeight.
+func (e Edit) Validate() error {
+	if !e.Key.Dest.IsValid() || !validWeight(e.Weight) {
+		return fmt.Errorf("edit %s: invalid (weight %d, 0..%d)", e.Key, e.Weight, ipvs.MaxWeight)
+	}
+	return nil
+}
+
 // validate checks the content of a message (not the header fields the
 // Pusher fills in).
 func (m *Message) validate() error {
@@ -215,30 +252,13 @@ func (m *Message) validate() error {
 			return fmt.Errorf("destination %s listed twice", d.Key)
 		}
 		seen[d.Key] = true
-		if !d.Key.Dest.IsValid() || (!d.Key.Service.IsFWMark() && !d.Key.Service.Addr.IsValid()) {
-			return fmt.Errorf("destination %s: incomplete key", d.Key)
-		}
-		if !validState(d.State) {
-			return fmt.Errorf("destination %s: unknown state %q", d.Key, d.State)
-		}
-		if !d.SetBy.Valid() {
-			return fmt.Errorf("destination %s: unknown set_by %q", d.Key, d.SetBy)
-		}
-		for _, w := range []int{d.Weight, d.DefaultWeight, d.DefaultOverride, d.OverriddenConfig, d.RestoreWeight} {
-			if !validWeight(w) {
-				return fmt.Errorf("destination %s: weight %d out of range 0..%d", d.Key, w, ipvs.MaxWeight)
-			}
-		}
-		if d.CtrlSet && (math.IsNaN(d.Ctrl) || d.Ctrl < 0 || d.Ctrl > ipvs.MaxWeight) {
-			return fmt.Errorf("destination %s: controller weight %v out of range", d.Key, d.Ctrl)
-		}
-		if d.Ramping && d.RampElapsed < 0 {
-			return fmt.Errorf("destination %s: negative slow-start time", d.Key)
+		if err := d.Validate(); err != nil {
+			return err
 		}
 	}
 	for _, e := range m.Edits {
-		if !e.Key.Dest.IsValid() || !validWeight(e.Weight) {
-			return fmt.Errorf("edit %s: invalid", e.Key)
+		if err := e.Validate(); err != nil {
+			return err
 		}
 	}
 	for _, a := range m.Acks {
