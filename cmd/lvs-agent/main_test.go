@@ -84,17 +84,8 @@ func TestRunServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr syncBuffer
-	addrs := make(chan net.Addr, 1)
-	exit := make(chan int, 1)
-	args := []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-source", "process:" + strconv.Itoa(os.Getpid())}
-	go func() { exit <- run(ctx, args, io.Discard, &stderr, func(a net.Addr) { addrs <- a }) }()
-	var url string
-	select {
-	case a := <-addrs:
-		url = "http://" + a.String()
-	case code := <-exit:
-		t.Fatalf("exited %d: %s", code, stderr.String())
-	}
+	addr, exit := startRun(t, ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-source", "process:" + strconv.Itoa(os.Getpid())}, &stderr)
+	url := "http://" + addr
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rep, err := agent.Fetch(ctx, nil, url)
@@ -131,17 +122,8 @@ func TestRunWarnsAbsentDiskDevice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr syncBuffer
-	addrs := make(chan net.Addr, 1)
-	exit := make(chan int, 1)
-	args := []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-disk-devices", "nosuchdisk7"}
-	go func() { exit <- run(ctx, args, io.Discard, &stderr, func(a net.Addr) { addrs <- a }) }()
-	var url string
-	select {
-	case a := <-addrs:
-		url = "http://" + a.String()
-	case code := <-exit:
-		t.Fatalf("exited %d: %s", code, stderr.String())
-	}
+	addr, exit := startRun(t, ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms", "-disk-devices", "nosuchdisk7"}, &stderr)
+	url := "http://" + addr
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rep, err := agent.Fetch(ctx, nil, url)
@@ -165,4 +147,21 @@ func TestRunWarnsAbsentDiskDevice(t *testing.T) {
 	if strings.Count(log, warn) != 1 || !strings.Contains(log, "disk_devices=nosuchdisk7") {
 		t.Errorf("want one warning %q and disk_devices in the start line:\n%s", warn, log)
 	}
+}
+
+// startRun runs lvs-agent's run with args until ctx ends, and returns the
+// address it listens on and the channel its exit code arrives on; it fails
+// the test when run exits before it listens.
+func startRun(t *testing.T, ctx context.Context, args []string, stderr *syncBuffer) (addr string, exit <-chan int) {
+	t.Helper()
+	addrs := make(chan net.Addr, 1)
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, args, io.Discard, stderr, func(a net.Addr) { addrs <- a }) }()
+	select {
+	case a := <-addrs:
+		return a.String(), code
+	case c := <-code:
+		t.Fatalf("lvs-agent %v exited %d: %s", args, c, stderr.String())
+	}
+	return "", nil
 }

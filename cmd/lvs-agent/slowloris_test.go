@@ -142,11 +142,7 @@ func TestSlowlorisBounded(t *testing.T) {
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer
-	addrs := make(chan net.Addr, 1)
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms"}, io.Discard, &stderr, func(a net.Addr) { addrs <- a })
-	}()
+	addr, exit := startRun(t, ctx, []string{"-listen", "127.0.0.1:0", "-interval", "100ms"}, &stderr)
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -155,13 +151,6 @@ func TestSlowlorisBounded(t *testing.T) {
 			t.Error("the agent did not stop")
 		}
 	})
-	var addr string
-	select {
-	case a := <-addrs:
-		addr = a.String()
-	case code := <-exit:
-		t.Fatalf("exited %d: %s", code, stderr.String())
-	}
 	url := "http://" + addr
 	// The poller has an address of its own, as a director has; the attack
 	// comes from 127.0.0.1.
