@@ -133,13 +133,7 @@ func (d *fleetMember) fleet() FleetStatus {
 
 func (d *fleetMember) weights(t *testing.T) map[netip.AddrPort]int {
 	t.Helper()
-	dests, err := d.table.Destinations(svcKey)
-	must(t, err)
-	w := map[netip.AddrPort]int{}
-	for _, x := range dests {
-		w[x.Addr] = x.Weight
-	}
-	return w
+	return tableWeights(t, d.table)
 }
 
 // waitCycles waits until d has run n more cycles.

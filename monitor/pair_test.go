@@ -112,7 +112,13 @@ func (d *director) stop() {
 
 func (d *director) weights(t *testing.T) map[netip.AddrPort]int {
 	t.Helper()
-	dests, err := d.table.Destinations(svcKey)
+	return tableWeights(t, d.table)
+}
+
+// tableWeights returns svcKey's weights in table, by real server.
+func tableWeights(t *testing.T, table ipvs.Table) map[netip.AddrPort]int {
+	t.Helper()
+	dests, err := table.Destinations(svcKey)
 	must(t, err)
 	w := map[netip.AddrPort]int{}
 	for _, x := range dests {
