@@ -181,8 +181,9 @@ type Row struct {
 	// seeds; NaN where the event changes no capacity.
 	Settle, Reach, Recovery []float64
 	// Recoveries holds every seed's recovery time of every capacity
-	// event (for medians).
-	Recoveries []float64
+	// event (for medians); DriftLosses every seed's DriftLoss of every
+	// slowing drift.
+	Recoveries, DriftLosses []float64
 }
 
 // Stat is a mean over seeds and its spread.
@@ -285,6 +286,7 @@ func Summarise(results []Result, scenarios []*Scenario, policies []PolicySpec, s
 								row.Recoveries = append(row.Recoveries, v)
 							}
 						}
+						row.DriftLosses = append(row.DriftLosses, r.DriftLoss...)
 					}
 				} else {
 					row.Recovery = nanPerEvent(len(sc.Events))

@@ -400,3 +400,11 @@ func EncodeScenario(w io.Writer, sc *Scenario) error {
 	}
 	return nil
 }
+
+// MakeSteady removes every incident from a scenario — events, flash crowds
+// and the wave — leaving its cluster and its steady workload: what the
+// controller writes when nothing changes (docs/simulator.md).
+func MakeSteady(sc *Scenario) {
+	sc.Events, sc.Workload.Flash, sc.Workload.Wave = nil, nil, Wave{}
+	sc.Description = strings.TrimRight(sc.Description, ". ") + "; steady: incidents, flash crowds and wave left out"
+}

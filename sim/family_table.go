@@ -32,11 +32,20 @@ type FamilySummary struct {
 	// capacity event of the scenarios, Recovery15 the share of those
 	// within 15 s; NaN without recovery times (references, no events).
 	RecoveryMedian, Recovery15 float64
+	// DriftMedian is the median, over every seed and slowing drift, of
+	// the capacity share lost when the weight first followed
+	// (Result.DriftLoss; +Inf: never), Drift15 the share of those at most
+	// 15 %; NaN without drifts.
+	DriftMedian, Drift15 float64
 }
 
 // familyRecoveryGood is the recovery time the summary counts as good,
 // the threshold of results.md's recovery tables.
 const familyRecoveryGood = 15.0
+
+// familyDriftGood is the capacity loss by which a drifting server's weight
+// should have started to follow: the target in docs/results.md.
+const familyDriftGood = 0.15
 
 // SummariseFamily summarises rows over the given scenarios, per scheduler
 // (in the order rows give them) and policy (in the order given).
@@ -71,7 +80,7 @@ func SummariseFamily(rows []Row, family []*Scenario, policies []PolicySpec) []Fa
 
 func summariseRows(sched, pol string, rs []Row) FamilySummary {
 	s := FamilySummary{Scheduler: sched, Policy: pol, Scenarios: len(rs), WorstScenario: "-"}
-	var ratios, recoveries []float64
+	var ratios, recoveries, drifts []float64
 	var logSum, finite float64
 	for _, r := range rs {
 		x := r.Ratio.Mean
@@ -93,6 +102,7 @@ func summariseRows(sched, pol string, rs []Row) FamilySummary {
 				recoveries = append(recoveries, v)
 			}
 		}
+		drifts = append(drifts, r.DriftLosses...)
 	}
 	s.Failed = meanOf(rs, func(r Row) float64 { return r.Failed.Mean })
 	s.Writes = meanOf(rs, func(r Row) float64 { return r.Writes.Mean })
@@ -106,6 +116,7 @@ func summariseRows(sched, pol string, rs []Row) FamilySummary {
 		s.Worst = math.NaN()
 	}
 	s.RecoveryMedian, s.Recovery15 = medianOf(recoveries), shareAtMost(recoveries, familyRecoveryGood)
+	s.DriftMedian, s.Drift15 = medianOf(drifts), shareAtMost(drifts, familyDriftGood)
 	return s
 }
 
@@ -166,13 +177,14 @@ func WriteFamilySummary(w io.Writer, title string, sums []FamilySummary) error {
 		return err
 	}
 	header := []string{"sched", "policy", "scenarios", "p99/ideal geo-mean", "∞", "median", "≤ 1.1 %", "worst", "worst scenario",
-		"fail %", "writes/srv/min", "steady writes", "recovery median s", "recovery ≤ 15 s %"}
+		"fail %", "writes/srv/min", "steady writes", "recovery median s", "recovery ≤ 15 s %", "drift followed at % lost (median)", "drift ≤ 15 % lost %"}
 	var tab [][]string
 	for _, s := range sums {
 		tab = append(tab, []string{
 			s.Scheduler, s.Policy, strconv.Itoa(s.Scenarios),
 			fix(s.GeoMean, 2), strconv.Itoa(s.Infinite), fixInf(s.Median, 2), pct(s.Within10), fixInf(s.Worst, 2), s.WorstScenario,
 			fix(100*s.Failed, 2), fix(s.Writes, 2), fix(s.SteadyWrites, 2), fixInf(s.RecoveryMedian, 0), pct(s.Recovery15),
+			fixInf(100*s.DriftMedian, 0), pct(s.Drift15),
 		})
 	}
 	return writeAligned(w, header, tab)

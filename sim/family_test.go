@@ -288,6 +288,8 @@ func TestSummariseFamily(t *testing.T) {
 		row("f-04", "default", inf, 0.06, 5),
 		row("f-00", "ideal", 1, 0, 0),
 	}
+	// Drifts followed at 10 % and 30 % lost, and one never followed.
+	rows[2].DriftLosses, rows[4].DriftLosses = []float64{0.1, 0.3}, []float64{inf}
 	got := SummariseFamily(rows, fam, []PolicySpec{{Name: "ideal"}, {Name: "default"}})
 	if len(got) != 2 || got[0].Policy != "ideal" || got[1].Policy != "default" {
 		t.Fatalf("summaries %+v, want ideal then default", got)
@@ -296,7 +298,8 @@ func TestSummariseFamily(t *testing.T) {
 	want := FamilySummary{Scheduler: "wlc", Policy: "default", Scenarios: 5,
 		GeoMean: math.Pow(1*4*1.05*2, 0.25), Infinite: 1, Median: 2, Worst: inf, WorstScenario: "f-04",
 		Within10: 0.4, Failed: 0.02, Writes: 2, SteadyWrites: 1,
-		RecoveryMedian: 10, Recovery15: 0.6} // recoveries 0, 10, 20, ∞, 5
+		RecoveryMedian: 10, Recovery15: 0.6, // recoveries 0, 10, 20, ∞, 5
+		DriftMedian: 0.3, Drift15: 1.0 / 3} // drifts 0.1, 0.3, ∞
 	if math.Abs(d.GeoMean-want.GeoMean) > 1e-12 || math.Abs(d.Failed-want.Failed) > 1e-12 {
 		t.Errorf("geo-mean %v fail %v, want %v %v", d.GeoMean, d.Failed, want.GeoMean, want.Failed)
 	}

@@ -58,6 +58,12 @@ type Result struct {
 	// run of the same scenario, seed and scheduler (Bench.Run pairs them),
 	// and for the references.
 	Recovery []float64
+	// DriftLoss lists, for each drift event that slows its server (in
+	// event order), the share of the server's capacity the drift had
+	// taken when a policy write first lowered that server's weight
+	// (driftLosses); +Inf when none did before the drift ended or the
+	// server's next event. Nil for the references.
+	DriftLoss []float64
 	// IsKernel is false for the references (no weights).
 	IsKernel bool
 
@@ -175,6 +181,7 @@ func (r *run) result(keepSeries bool) Result {
 
 	if r.pol.Kernel() {
 		r.weightStats(&res, steady)
+		res.DriftLoss = r.driftLosses()
 	} else {
 		res.Osc, res.Flips, res.Writes, res.SteadyWrites = math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		res.Settle, res.Reach = nanPerEvent(len(sc.Events)), nanPerEvent(len(sc.Events))
@@ -548,4 +555,42 @@ func (r *run) series() *series {
 		s.p99t = append(s.p99t, t)
 	}
 	return s
+}
+
+// driftLosses is Result.DriftLoss: for each drift event that slows its
+// server (from its speed at the drift's start towards a lower factor),
+// the capacity lost, as a share of that starting speed, at the first
+// policy write after the drift began that lowered the server's weight.
+// The drift is followed until it ends or the server's next event.
+func (r *run) driftLosses() []float64 {
+	sc := r.sc
+	var out []float64
+	for i := range sc.Events {
+		e := &sc.Events[i]
+		if e.Kind != EvDrift || r.driftFrom == nil || !(e.Factor < r.driftFrom[i]) {
+			continue
+		}
+		from, start := r.driftFrom[i], e.At.Seconds()
+		until := start + e.Over.Seconds()
+		for j := i + 1; j < len(sc.Events); j++ {
+			if sc.Events[j].server == e.server && sc.Events[j].At.Seconds() > start {
+				until = math.Min(until, sc.Events[j].At.Seconds())
+				break
+			}
+		}
+		loss := math.Inf(1)
+		prev := sc.Servers[e.server].Weight
+		for _, c := range r.history {
+			if c.k != e.server || c.t > until {
+				continue
+			}
+			if c.t >= start && c.policy && c.w < prev {
+				loss = math.Max(0, 1-driftFactor(e, from, uint64((c.t-start)/DriftStep.Seconds()))/from)
+				break
+			}
+			prev = c.w
+		}
+		out = append(out, loss)
+	}
+	return out
 }

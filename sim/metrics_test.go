@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestSettling checks reach and settle on hand-built weight histories: two
@@ -35,5 +36,35 @@ func TestSettling(t *testing.T) {
 		if reach != tt.reach || settle != tt.settle {
 			t.Errorf("%s: reach, settle = %v, %v; want %v, %v", tt.name, reach, settle, tt.reach, tt.settle)
 		}
+	}
+}
+
+// TestDriftLosses: the capacity a slowing drift had taken at the first
+// policy write that lowered its server's weight. b drifts from 1 to 0.5
+// over 100 s from 100 s: a raise at 140 s and an operator's cut at 160 s
+// do not count, the policy's cut to 8 at 170 s does — the factor is then
+// 1 − 0.5·70/100 = 0.65, 35 % lost. b's drift back up is not a slowing
+// drift; a's drift from 400 s is never followed: +Inf.
+func TestDriftLosses(t *testing.T) {
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	sc := &Scenario{
+		Servers: []ServerSpec{{Name: "a", Weight: 10}, {Name: "b", Weight: 10}},
+		Events: []EventSpec{
+			{At: sec(100), Kind: EvDrift, Factor: 0.5, Over: sec(100), server: 1},
+			{At: sec(300), Kind: EvDrift, Factor: 1, Over: sec(50), server: 1},
+			{At: sec(400), Kind: EvDrift, Factor: 0.6, Over: sec(100), server: 0},
+		},
+	}
+	r := &run{sc: sc, driftFrom: []float64{1, 0.5, 1}, history: []weightChange{
+		{t: 50, k: 1, w: 12, policy: true},
+		{t: 130, k: 0, w: 5, policy: true},
+		{t: 140, k: 1, w: 13, policy: true},
+		{t: 160, k: 1, w: 9, policy: false},
+		{t: 170, k: 1, w: 8, policy: true},
+		{t: 450, k: 0, w: 7, policy: true}, // a raise from 5
+	}}
+	got := r.driftLosses()
+	if len(got) != 2 || math.Abs(got[0]-0.35) > 1e-9 || !math.IsInf(got[1], 1) {
+		t.Errorf("driftLosses = %v, want [0.35 +Inf]", got)
 	}
 }

@@ -162,10 +162,10 @@ func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"scenario", "scheduler", "policy", "seed", "requests", "failed", "mean_s", "p50_s", "p95_s", "p99_s",
 		"util_max", "util_spread", "hot", "writes_per_srv_min", "steady_writes_per_srv_min", "osc", "flips_per_srv_min", "util", "reach_s", "settle_s",
-		"fail_share", "recovery_s"})
+		"fail_share", "recovery_s", "drift_loss"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 	for _, r := range results {
-		var util, reach, settle, recovery []string
+		var util, reach, settle, recovery, drift []string
 		for _, u := range r.Util {
 			util = append(util, f(u))
 		}
@@ -176,6 +176,9 @@ func WriteCSV(w io.Writer, results []Result) error {
 		for _, v := range r.Recovery {
 			recovery = append(recovery, f(v))
 		}
+		for _, v := range r.DriftLoss {
+			drift = append(drift, f(v))
+		}
 		failShare := 0.0
 		if r.Requests > 0 {
 			failShare = float64(r.Failed) / float64(r.Requests)
@@ -184,7 +187,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 			strconv.Itoa(r.Requests), strconv.Itoa(r.Failed), f(r.Mean), f(r.P50), f(r.P95), f(r.P99),
 			f(r.UtilMax), f(r.UtilSpread), f(r.Hot), f(r.Writes), f(r.SteadyWrites), f(r.Osc), f(r.Flips),
 			strings.Join(util, ";"), strings.Join(reach, ";"), strings.Join(settle, ";"),
-			f(failShare), strings.Join(recovery, ";")})
+			f(failShare), strings.Join(recovery, ";"), strings.Join(drift, ";")})
 	}
 	cw.Flush()
 	return cw.Error()

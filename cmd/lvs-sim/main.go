@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	family := fs.String("family", "", "scenario `family` to generate from: "+strings.Join(sim.FamilyNames, " or ")+" (tune on train, report on test)")
 	generate := fs.Int("generate", 0, "run scenarios 0..`N`-1 of -family after the files given")
 	outDir := fs.String("out", "", "with -generate: write the generated scenarios as TOML files into `DIR` and run nothing")
+	steady := fs.Bool("steady", false, "with -generate: leave out every incident, flash crowd and wave (the same clusters when nothing changes)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: lvs-sim [flags] SCENARIO.toml...\n\nflags:")
 		fs.PrintDefaults()
@@ -74,14 +75,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	if (*family == "") != (*generate == 0) || *generate < 0 || (*outDir != "" && *generate == 0) {
-		return errors.New("-family and -generate N (N > 0) go together; -out needs both")
+	if (*family == "") != (*generate == 0) || *generate < 0 || ((*outDir != "" || *steady) && *generate == 0) {
+		return errors.New("-family and -generate N (N > 0) go together; -out and -steady need both")
 	}
 	var generated []*sim.Scenario
 	if *generate > 0 {
 		var err error
 		if generated, err = sim.GenerateFamily(*family, *generate); err != nil {
 			return err
+		}
+		if *steady {
+			for _, sc := range generated {
+				sim.MakeSteady(sc)
+			}
 		}
 	}
 	if *outDir != "" {

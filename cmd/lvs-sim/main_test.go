@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"lvs-feedback/sim"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,11 +79,34 @@ func TestFamily(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, out.String())
 	}
 
+	// -steady: the same cluster with its incidents left out.
+	steadyDir := t.TempDir()
+	if err := run([]string{"-family", "test", "-generate", "1", "-steady", "-out", steadyDir}, &out, &errb); err != nil {
+		t.Fatalf("run -steady: %v\n%s", err, errb.String())
+	}
+	withIncidents, err := sim.LoadScenario(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	steady, err := sim.LoadScenario(filepath.Join(steadyDir, "test-00.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(withIncidents.Events) == 0 || len(steady.Events) != 0 || len(steady.Workload.Flash) != 0 || steady.Workload.Wave.Amplitude != 0 {
+		t.Errorf("-steady: events %d → %d, flash %d, wave %v; want the events gone",
+			len(withIncidents.Events), len(steady.Events), len(steady.Workload.Flash), steady.Workload.Wave)
+	}
+	if len(steady.Servers) != len(withIncidents.Servers) || steady.Workload.Utilisation != withIncidents.Workload.Utilisation || steady.Seeds[0] != withIncidents.Seeds[0] {
+		t.Errorf("-steady changed the cluster: %d servers at %v (seed %d), want %d at %v (seed %d)",
+			len(steady.Servers), steady.Workload.Utilisation, steady.Seeds[0], len(withIncidents.Servers), withIncidents.Workload.Utilisation, withIncidents.Seeds[0])
+	}
+
 	for _, bad := range [][]string{
 		{"-family", "test", scenario},
 		{"-generate", "2", scenario},
 		{"-family", "tuning", "-generate", "1"},
 		{"-out", dir, scenario},
+		{"-steady", scenario},
 	} {
 		if err := run(bad, &out, &errb); err == nil {
 			t.Errorf("%v accepted", bad)
