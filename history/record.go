@@ -135,14 +135,15 @@ type Inputs struct {
 type Capacity struct {
 	Weight         int      `json:"weight"`                    // its weight for the server; 0: no estimate yet
 	Factor         *float64 `json:"factor,omitempty"`          // capacity per unit of default weight ÷ the service's median
-	SaturatedAlone bool     `json:"saturated_alone,omitempty"` // busy at saturation while the median is not
+	SaturatedAlone bool     `json:"saturated_alone,omitempty"` // busy at saturation while the median is not, and a significant loss
 	CPU            float64  `json:"cpu"`                       // the CPU busy fraction
 	// Busy is the busy fraction the estimate used, that of Bottleneck
 	// ("cpu", "disk", "memory"); both absent in records written before
 	// the estimate used more than the CPU, whose estimate used CPU.
 	Busy       float64 `json:"busy,omitempty"`
 	Bottleneck string  `json:"bottleneck,omitempty"`
-	Estimate   float64 `json:"estimate"` // smoothed capacity after this cycle
+	Estimate   float64 `json:"estimate"`        // smoothed capacity after this cycle
+	Error      float64 `json:"error,omitempty"` // the estimate's relative standard error
 }
 
 // Formula is the LVS formula's step.

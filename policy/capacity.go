@@ -64,17 +64,32 @@ func ServedConnections(newConns int64, activeDelta int) float64 {
 //   - saturated (busy ≥ p.Saturation), an observation above the estimate is
 //     not taken: a saturated server's count is bounded by what it was sent,
 //     so it cannot show more capacity;
-//   - saturated alone (SaturatedAlone), an observation below the estimate
-//     is taken at once (lost capacity: bad news is not smoothed in);
+//   - saturated alone (SaturatedAlone), an observation significantly below
+//     the estimate (SignificantLoss, with noise the variance of an
+//     observation's logarithm) is taken at once (lost capacity: bad news
+//     is not smoothed in);
 //   - otherwise the observation is smoothed in (SmoothCapacity, p.Smoothing).
-func UpdateCapacity(est float64, n int, obs, busy, medianBusy float64, p WeightParams) float64 {
+func UpdateCapacity(est float64, n int, obs, busy, medianBusy, noise float64, p WeightParams) float64 {
 	if n > 1 && p.Saturation > 0 && busy >= p.Saturation && obs > est {
 		return est
 	}
-	if n > 1 && SaturatedAlone(busy, medianBusy, p.Saturation) && obs < est {
+	if n > 1 && SaturatedAlone(busy, medianBusy, p.Saturation) && SignificantLoss(obs, est, noise) {
 		return obs
 	}
 	return SmoothCapacity(est, n, obs, p.Smoothing)
+}
+
+// SignificantLoss reports whether the observation obs is below the
+// estimate est by more than Significance standard deviations of an
+// observation (noise is the variance of its logarithm; 0 until known: any
+// loss counts). A single-core server that a few heavy requests saturate for
+// an interval serves fewer connections per unit of busy for no lasting
+// reason.
+func SignificantLoss(obs, est, noise float64) bool {
+	if !(obs < est) {
+		return false
+	}
+	return obs <= 0 || math.Log(est/obs) > lossSignificance*math.Sqrt(noise)
 }
 
 // SaturatedAlone reports whether a server is saturated while its service as
@@ -86,6 +101,49 @@ func UpdateCapacity(est float64, n int, obs, busy, medianBusy float64, p WeightP
 // smoothed. sat = 0 disables it.
 func SaturatedAlone(busy, medianBusy, sat float64) bool {
 	return sat > 0 && busy >= sat && medianBusy < sat
+}
+
+// Significance is how many standard errors of its estimate a server's
+// capacity must stray before the anchored controller moves its weight,
+// and a weight it moved must change before it is written: an estimate
+// from a few heavy requests (a single-core server, a heavy-tailed demand)
+// wanders further than the anchor with nothing changed.
+const Significance = 2.0
+
+// lossSignificance is Significance for one observation: a capacity
+// observation's distribution has a long low tail (an interval that a few
+// very long requests filled), so one alone must be further off.
+const lossSignificance = 3.0
+
+// noiseSmoothing is the decay of the observation noise's average: slower
+// than the estimate's, so that the noise is known over about ten
+// intervals.
+const noiseSmoothing = 0.9
+
+// ObservationNoise folds the n-th pair of consecutive capacity
+// observations (n ≥ 1; obs after prev) into noise, the variance of an
+// observation's logarithm: half the square of the difference of their
+// logarithms (successive differences, so that a lasting change of capacity
+// adds to it once, not for every interval until the estimate catches up).
+// From the fourth on a difference is capped at three standard deviations
+// of the noise known so far.
+func ObservationNoise(noise float64, n int, obs, prev float64) float64 {
+	if !(obs > 0) || !(prev > 0) {
+		return noise
+	}
+	dev2 := math.Pow(math.Log(obs/prev), 2) / 2
+	if n > 3 {
+		dev2 = math.Min(dev2, 9*noise)
+	}
+	return SmoothCapacity(noise, n, dev2, noiseSmoothing)
+}
+
+// EstimateError is the relative standard error of a capacity estimate
+// smoothed with smoothing from observations whose logarithm has variance
+// noise: an exponential average of independent observations has variance
+// (1 − α)/(1 + α) of one.
+func EstimateError(noise, smoothing float64) float64 {
+	return math.Sqrt(noise * (1 - smoothing) / (1 + smoothing))
 }
 
 // CapacityPeer is one server's standing in its service for the anchored
@@ -170,12 +228,12 @@ type AnchorState struct {
 // capacity) — and returns when |f − 1| < p.Anchor/2 (hysteresis: noise at
 // the edge does not flap). Off def its weight is def·f, never below p.Min
 // nor above ipvs.MaxWeight.
-func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
+func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
-	case st.Deviating && d < p.Anchor/2:
+	case st.Deviating && d < math.Max(p.Anchor/2, stderr):
 		st = AnchorState{}
-	case !st.Deviating && d > p.Anchor:
+	case !st.Deviating && (d > math.Max(p.Anchor, Significance*stderr) || (saturatedAlone && f < 1-p.Anchor)):
 		st.Beyond++
 		if (saturatedAlone && f < 1) || st.Beyond >= p.Confirm {
 			st = AnchorState{Deviating: true}
@@ -198,8 +256,8 @@ func AnchoredWeight(def int, f float64, saturatedAlone bool, st AnchorState, p W
 // bound shows nothing (a hogged server at weight 1 that served a burst of
 // queued connections would otherwise flap back to its default). ok is false
 // when the weight and state are kept.
-func UpperBoundWeight(def int, f float64, saturatedAlone bool, current int, st AnchorState, p WeightParams) (w int, next AnchorState, ok bool) {
-	w, next = AnchoredWeight(def, f, saturatedAlone, st, p)
+func UpperBoundWeight(def int, f, stderr float64, saturatedAlone bool, current int, st AnchorState, p WeightParams) (w int, next AnchorState, ok bool) {
+	w, next = AnchoredWeight(def, f, stderr, saturatedAlone, st, p)
 	if st.Deviating && w > current {
 		return 0, st, false
 	}
@@ -218,6 +276,27 @@ type CapacityState struct {
 	// connections served ÷ MinCapacityBusy (NLB intervals folded in).
 	LowerBound float64
 	NLB        int
+	// Noise is the variance of one observation's logarithm (NNoise pairs
+	// of consecutive observations folded in; ObservationNoise), LastObs
+	// the latest observation.
+	Noise   float64
+	NNoise  int
+	LastObs float64
+}
+
+// minNoisePairs is how many pairs of consecutive observations a server's
+// noise needs before it counts: from one or two, a real change would pass
+// for noise (and noise for a change).
+const minNoisePairs = 3
+
+// knownNoise is the server's observation noise once minNoisePairs pairs
+// are in, else 0 (unknown: the thresholds are the anchor's and the band's
+// alone).
+func (cs *CapacityState) knownNoise() float64 {
+	if cs.NNoise < minNoisePairs {
+		return 0
+	}
+	return cs.Noise
 }
 
 // CapacityStep is the capacity controller's figures for one server in
@@ -230,7 +309,8 @@ type CapacityStep struct {
 	// weight ÷ its service's median; NaN when there is no decision.
 	Factor float64
 	// SaturatedAlone: busy at least weight.saturation while the service's
-	// median is not (SaturatedAlone).
+	// median is not (SaturatedAlone), having served significantly less per
+	// unit of busy than the estimate (SignificantLoss).
 	SaturatedAlone bool
 	// UpperBoundKept: Factor is only an upper bound (another server of the
 	// service is lightly loaded) and would have raised a server that is off
@@ -243,6 +323,9 @@ type CapacityStep struct {
 	CPU, Busy  float64
 	Bottleneck string
 	Estimate   float64
+	// Error is the estimate's relative standard error (EstimateError);
+	// 0 until a second observation.
+	Error float64
 }
 
 // busyText is the bottleneck and its busy fraction in words, "disk 97%
@@ -319,9 +402,16 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		switch {
 		case measured && busy >= MinCapacityBusy:
 			cs.NLB = 0
+			obs, noise := served/busy, cs.knownNoise()
+			if cs.LastObs > 0 && obs > 0 {
+				cs.NNoise++
+				cs.Noise = ObservationNoise(cs.Noise, cs.NNoise, obs, cs.LastObs)
+			}
+			cs.LastObs = obs
+			// A first observation is all there is: significant.
+			steps[i].SaturatedAlone = SaturatedAlone(busy, medianBusy, p.Saturation) && (cs.NObs == 0 || SignificantLoss(obs, cs.Est, noise))
 			cs.NObs++
-			cs.Est = UpdateCapacity(cs.Est, cs.NObs, served/busy, busy, medianBusy, p)
-			steps[i].SaturatedAlone = SaturatedAlone(busy, medianBusy, p.Saturation)
+			cs.Est = UpdateCapacity(cs.Est, cs.NObs, obs, busy, medianBusy, noise, p)
 		case measured:
 			// Lightly loaded: capacity to spare, at least served ÷
 			// MinCapacityBusy — smoothed like an estimate, since with
@@ -337,6 +427,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		if cs.NObs > 0 {
 			maxEst = math.Max(maxEst, cs.Est)
 			steps[i].Estimate = cs.Est
+			steps[i].Error = EstimateError(cs.knownNoise(), p.Smoothing)
 			if !peers[i].Idle {
 				peers[i].PerWeight = cs.Est / def
 				peers[i].Known = true
@@ -355,13 +446,13 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			switch {
 			case math.IsNaN(f):
 			case lowerBoundMedian && !peers[i].Idle:
-				if w, next, ok := UpperBoundWeight(def, f, steps[i].SaturatedAlone, o.Kernel, cs.Anchor, p); ok {
+				if w, next, ok := UpperBoundWeight(def, f, steps[i].Error, steps[i].SaturatedAlone, o.Kernel, cs.Anchor, p); ok {
 					steps[i].Weight, cs.Anchor = w, next
 				} else {
 					steps[i].UpperBoundKept = true
 				}
 			default:
-				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].SaturatedAlone, cs.Anchor, p)
+				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].Error, steps[i].SaturatedAlone, cs.Anchor, p)
 			}
 		}
 	} else {
@@ -397,7 +488,12 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 		return
 	}
 	to := rampWeight(st.Ctrl, ramp, p.Min)
-	cmp := &Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", p.Band*100), Passes: PassesBand(o.Kernel, to, p.Band)}
+	// A change within the estimate's noise is not written either.
+	band := p.Band
+	if !c.SaturatedAlone {
+		band = math.Max(band, Significance*c.Error)
+	}
+	cmp := &Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", band*100), Passes: PassesBand(o.Kernel, to, band)}
 	d.Trace.Compare = cmp
 	def := o.Record.DefaultWeight(o.Configured)
 	switch {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -111,7 +112,7 @@ func TestUpdateCapacity(t *testing.T) {
 		// (0.5·300 + 0.25·200)/0.75 = 200/0.75
 		{"saturation off: rise smoothed", 200, 2, 300, 1, 0.5, off, 266.6666666666667},
 	} {
-		if got := UpdateCapacity(tt.est, tt.n, tt.obs, tt.cpu, tt.median, tt.p); math.Abs(got-tt.want) > 1e-9 {
+		if got := UpdateCapacity(tt.est, tt.n, tt.obs, tt.cpu, tt.median, 0, tt.p); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("%s: UpdateCapacity = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -163,32 +164,99 @@ func TestAnchoredWeight(t *testing.T) {
 		name   string
 		def    int
 		f      float64
+		stderr float64
 		satAl  bool
 		st     AnchorState
 		p      WeightParams
 		want   int
 		wantSt AnchorState
 	}{
-		{"within 15 %: the default", 10, 1.10, false, at, p, 10, at},
-		{"20 % below: 10·0.8", 10, 0.80, false, at, p, 8, off},
-		{"11.6 → 12", 10, 1.16, false, at, p, 12, off},
-		{"off, 10 % away, not below 7.5 %: stays off", 10, 0.90, false, off, p, 9, off},
-		{"off, 5 % < 7.5 %: back to the default", 10, 0.95, false, off, p, 10, at},
-		{"0.4 → never below min 1", 10, 0.04, false, at, p, 1, off},
-		{"above the median", 40, 1.50, false, at, p, 60, off},
-		{"the kernel's largest weight", 50000, 2, false, at, p, 65535, off},
+		{"within 15 %: the default", 10, 1.10, 0, false, at, p, 10, at},
+		{"20 % below: 10·0.8", 10, 0.80, 0, false, at, p, 8, off},
+		{"11.6 → 12", 10, 1.16, 0, false, at, p, 12, off},
+		{"off, 10 % away, not below 7.5 %: stays off", 10, 0.90, 0, false, off, p, 9, off},
+		{"off, 5 % < 7.5 %: back to the default", 10, 0.95, 0, false, off, p, 10, at},
+		{"0.4 → never below min 1", 10, 0.04, 0, false, at, p, 1, off},
+		{"above the median", 40, 1.50, 0, false, at, p, 60, off},
+		{"the kernel's largest weight", 50000, 2, 0, false, at, p, 65535, off},
 		// confirm 3: two intervals beyond the anchor are counted, the
 		// third moves; back within it, the count restarts
-		{"confirm 3, first beyond", 10, 0.5, false, at, p3, 10, AnchorState{Beyond: 1}},
-		{"confirm 3, second beyond", 10, 0.5, false, AnchorState{Beyond: 1}, p3, 10, AnchorState{Beyond: 2}},
-		{"confirm 3, third beyond: moves", 10, 0.5, false, AnchorState{Beyond: 2}, p3, 5, off},
-		{"confirm 3, back within: count restarts", 10, 0.9, false, AnchorState{Beyond: 2}, p3, 10, at},
-		{"confirm 3, saturated alone below the median: at once", 10, 0.5, true, at, p3, 5, off},
-		{"confirm 3, saturated alone above the median: waits", 10, 1.5, true, at, p3, 10, AnchorState{Beyond: 1}},
+		{"confirm 3, first beyond", 10, 0.5, 0, false, at, p3, 10, AnchorState{Beyond: 1}},
+		{"confirm 3, second beyond", 10, 0.5, 0, false, AnchorState{Beyond: 1}, p3, 10, AnchorState{Beyond: 2}},
+		{"confirm 3, third beyond: moves", 10, 0.5, 0, false, AnchorState{Beyond: 2}, p3, 5, off},
+		{"confirm 3, back within: count restarts", 10, 0.9, 0, false, AnchorState{Beyond: 2}, p3, 10, at},
+		{"confirm 3, saturated alone below the median: at once", 10, 0.5, 0, true, at, p3, 5, off},
+		{"confirm 3, saturated alone above the median: waits", 10, 1.5, 0, true, at, p3, 10, AnchorState{Beyond: 1}},
+		// a noisy estimate (standard error 0.2): 30 % off is within 2
+		// standard errors, 45 % is not; off the default, back once within
+		// one standard error
+		{"noisy, 30 % below: within the noise", 10, 0.70, 0.2, false, at, p, 10, at},
+		{"noisy, 45 % below: moves", 10, 0.55, 0.2, false, at, p, 6, off},
+		{"noisy, off, 18 % away, within one error: back", 10, 0.82, 0.2, false, off, p, 10, at},
+		{"noisy, off, 25 % away: stays off", 10, 0.75, 0.2, false, off, p, 8, off},
+		{"noisy, saturated alone 30 % below: at once", 10, 0.70, 0.2, true, at, p3, 7, off},
 	} {
-		got, st := AnchoredWeight(tt.def, tt.f, tt.satAl, tt.st, tt.p)
+		got, st := AnchoredWeight(tt.def, tt.f, tt.stderr, tt.satAl, tt.st, tt.p)
 		if got != tt.want || st != tt.wantSt {
-			t.Errorf("%s: AnchoredWeight(%d, %v, %v, %+v) = %d, %+v; want %d, %+v", tt.name, tt.def, tt.f, tt.satAl, tt.st, got, st, tt.want, tt.wantSt)
+			t.Errorf("%s: AnchoredWeight(%d, %v, %v, %v, %+v) = %d, %+v; want %d, %+v", tt.name, tt.def, tt.f, tt.stderr, tt.satAl, tt.st, got, st, tt.want, tt.wantSt)
+		}
+	}
+}
+
+// TestObservationNoise: half the squared difference of two consecutive
+// observations' logarithms, smoothed with decay 0.9 and bias-corrected;
+// from the fourth pair a difference counts at most 3 standard deviations.
+func TestObservationNoise(t *testing.T) {
+	half := math.Log(2) * math.Log(2) / 2 // 0.240227
+	for _, tt := range []struct {
+		name      string
+		noise     float64
+		n         int
+		obs, prev float64
+		want      float64
+	}{
+		{"first pair: taken as it is", 0, 1, 200, 100, 0.2402265},
+		{"second, no change: (0.09·0.240227)/0.19", half, 2, 100, 100, 0.1137915},
+		{"fifth, e× the previous: ½ capped at 9·0.01", 0.01, 5, 100 * math.E, 100, 0.0295355},
+		{"third, not capped yet", 0.01, 3, 100 * math.E, 100, (0.1*0.5 + (0.9-0.729)*0.01) / (1 - 0.729)},
+		{"no observation (0 served): kept", 0.05, 5, 0, 100, 0.05},
+		{"no previous one: kept", 0.05, 5, 100, 0, 0.05},
+	} {
+		if got := ObservationNoise(tt.noise, tt.n, tt.obs, tt.prev); math.Abs(got-tt.want) > 1e-6 {
+			t.Errorf("%s: ObservationNoise(%v, %d, %v, %v) = %.7f, want %.7f", tt.name, tt.noise, tt.n, tt.obs, tt.prev, got, tt.want)
+		}
+	}
+}
+
+// TestEstimateError: √(noise·(1 − α)/(1 + α)).
+func TestEstimateError(t *testing.T) {
+	for _, tt := range []struct{ noise, smoothing, want float64 }{
+		{0.09, 0.7, 0.1260252}, // √(0.09·0.3/1.7)
+		{0.09, 0, 0.3},         // no smoothing: one observation's
+		{0, 0.7, 0},
+	} {
+		if got := EstimateError(tt.noise, tt.smoothing); math.Abs(got-tt.want) > 1e-6 {
+			t.Errorf("EstimateError(%v, %v) = %.7f, want %.7f", tt.noise, tt.smoothing, got, tt.want)
+		}
+	}
+}
+
+// TestSignificantLoss: below the estimate by more than 3 standard
+// deviations of one observation's logarithm.
+func TestSignificantLoss(t *testing.T) {
+	for _, tt := range []struct {
+		obs, est, noise float64
+		want            bool
+	}{
+		{50, 100, 0.04, true},  // ln 2 = 0.693 > 3·0.2
+		{50, 100, 0.09, false}, // 0.693 < 3·0.3
+		{99, 100, 0, true},     // noise unknown: any loss
+		{100, 100, 0, false},   // no loss
+		{150, 100, 0, false},   // a gain
+		{0, 100, 1, true},      // served nothing
+	} {
+		if got := SignificantLoss(tt.obs, tt.est, tt.noise); got != tt.want {
+			t.Errorf("SignificantLoss(%v, %v, %v) = %v, want %v", tt.obs, tt.est, tt.noise, got, tt.want)
 		}
 	}
 }
@@ -289,7 +357,7 @@ func TestUpperBoundWeight(t *testing.T) {
 		{"at the default, saturated alone: cut at once", 0.3, true, 10, at, 3, off, true},
 		{"at the default, first beyond", 0.5, false, 10, at, 10, AnchorState{Beyond: 1}, true},
 	} {
-		got, st, ok := UpperBoundWeight(10, tt.f, tt.satAl, tt.current, tt.st, p)
+		got, st, ok := UpperBoundWeight(10, tt.f, 0, tt.satAl, tt.current, tt.st, p)
 		if got != tt.want || st != tt.wantSt || ok != tt.wantOK {
 			t.Errorf("%s: UpperBoundWeight(10, %v, %v, %d, %+v) = %d, %+v, %v; want %d, %+v, %v",
 				tt.name, tt.f, tt.satAl, tt.current, tt.st, got, st, ok, tt.want, tt.wantSt, tt.wantOK)
@@ -336,5 +404,112 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 	capacityController{coef: Coefficients{CPU: 1}}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
 	if c := after.Out.Trace.Capacity; c.Weight != 10 || c.UpperBoundKept {
 		t.Errorf("idle after the hog: weight %d (kept %v), want 10", c.Weight, c.UpperBoundKept)
+	}
+}
+
+// noisyCycles runs the default capacity controller for cycles intervals
+// over three steady peers (CPU 0.6, 600 connections served: 1000 per unit
+// of busy) and one server of the same capacity whose count scatters like a
+// single-core server's under heavy-tailed requests: served(i) connections
+// at CPU 0.6 in interval i. It returns how many weights the engine wrote
+// for that server and its last decision.
+func noisyCycles(t *testing.T, cycles int, served func(i int) int64) (writes int, last Decision) {
+	t.Helper()
+	e, err := NewEngine(Params{
+		Coefficients: defaultCoefficients,
+		Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
+			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
+		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := make([]*ServerState, 4)
+	for k := range states {
+		states[k] = &ServerState{}
+	}
+	kernel := []int{10, 10, 10, 10}
+	svcState := &ServiceState{}
+	for i := range cycles {
+		servers := make([]Server, 4)
+		for k := range servers {
+			n := int64(600)
+			if k == 2 {
+				n = served(i)
+			}
+			servers[k] = Server{
+				Obs: &Observed{Record: DestRecord{State: Managed, Written: kernel[k]}, Configured: 10, Kernel: kernel[k], NewConns: n,
+					Probed: true, Polled: true, CPU: 0.6},
+				State: states[k],
+				Out:   &Decision{},
+			}
+		}
+		e.Cycle(Service{Reference: 100 * time.Millisecond}, svcState, servers, false, time.Unix(int64(1000+5*i), 0))
+		for k, sv := range servers {
+			if sv.Out.Write {
+				kernel[k] = sv.Out.To
+				if k == 2 {
+					writes++
+				}
+			}
+		}
+		last = *servers[2].Out
+	}
+	return writes, last
+}
+
+// TestCapacityNoiseIsNotWritten: servers whose capacity observations
+// scatter by a log-normal factor (σ 0.4, as a single-core server's with a
+// heavy-tailed demand) about their peers', four seeds of 110 intervals:
+// after the first 10 (the noise is not known yet) the weight is written 8
+// times in all; without the significance rule — every threshold the
+// anchor's and the band's alone — the same noise was written 25 times. The
+// standard error is about 0.4·√(0.3/1.7) = 0.17. When such a server then
+// loses 60 % of its capacity for good, its weight is cut to 7 or less
+// within 8 intervals.
+func TestCapacityNoiseIsNotWritten(t *testing.T) {
+	noiseOf := func(seed uint64) []float64 {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		noise := make([]float64, 120)
+		for i := range noise {
+			noise[i] = math.Exp(0.4 * rng.NormFloat64())
+		}
+		return noise
+	}
+	total := 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		noise := noiseOf(seed)
+		served := func(i int) int64 { return int64(600 * noise[i]) }
+		first, _ := noisyCycles(t, 10, served)
+		all, last := noisyCycles(t, 110, served)
+		total += all - first
+		if se := last.Trace.Capacity.Error; math.Abs(se-0.17) > 0.06 {
+			t.Errorf("seed %d: standard error %.3f, want 0.17 ± 0.06", seed, se)
+		}
+	}
+	if total > 8 {
+		t.Errorf("noisy servers: %d weight writes in 4 × 100 intervals, want at most 8", total)
+	}
+
+	// Cut after 4, 4, 4 and 8 intervals (without the rule 3, 3, 2, 6):
+	// the price of not acting on noise is a slower first cut when the
+	// noise is this large.
+	for seed := uint64(1); seed <= 4; seed++ {
+		noise := noiseOf(seed)
+		cutAfter := -1
+		for n := 41; n <= 48 && cutAfter < 0; n++ {
+			_, last := noisyCycles(t, n, func(i int) int64 {
+				if i >= 40 {
+					return int64(240 * noise[i])
+				}
+				return int64(600 * noise[i])
+			})
+			if last.Write && last.To <= 7 {
+				cutAfter = n - 40
+			}
+		}
+		if cutAfter < 0 {
+			t.Errorf("seed %d: after a 60 %% loss, not cut to 7 or less within 8 intervals", seed)
+		}
 	}
 }

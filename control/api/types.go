@@ -262,11 +262,15 @@ type Capacity struct {
 	// Estimate is the smoothed capacity, connections served per unit of
 	// Busy; 0 when there is none yet.
 	Estimate float64 `json:"estimate"`
+	// Error is the estimate's relative standard error, from how much its
+	// observations scatter; moves within twice it are not made.
+	Error float64 `json:"error,omitempty"`
 	// Weight is the controller's weight for the server; 0 when it has no
 	// estimate yet.
 	Weight int `json:"weight"`
 	// SaturatedAlone: the server is saturated while its service's median
-	// is not, so its weight may not rise.
+	// is not, and served significantly less per unit of busy than its
+	// estimate: it has lost capacity, and its weight falls at once.
 	SaturatedAlone bool `json:"saturated_alone,omitempty"`
 }
 
