@@ -127,7 +127,50 @@ type GuardState struct {
 	// the weight before the move, or the controller's latest since.
 	Restore int
 	Raised  bool // the hold is a raise, not a cut
+	// Usual is the server's usual backlog ratio (UsualRatio; 0: not
+	// known yet, taken as 1). It outlives a hold.
+	Usual float64
 }
+
+// usualSmoothing is the decay per cycle of a server's usual backlog ratio:
+// about ten cycles, far slower than a backlog builds (two checks between
+// cycles).
+const usualSmoothing = 0.9
+
+// usualBounds bound a server's usual backlog ratio: a server is never
+// expected to hold more than 4 times, or less than a quarter of, the
+// service's median per unit of weight.
+const usualMin, usualMax = 0.25, 4.0
+
+// UsualRatio folds a server's backlog ratio at a cycle, bounded to
+// [usualMin, usualMax], into its usual ratio usual (0: none yet, which
+// starts from 1, the share its weight says). Servers of one service differ
+// in how many connections they hold per unit of weight at the same load:
+// at high load a single-core server's queue holds many, a 32-core server
+// with the same share of the work few. Compared with the median alone, the
+// big server looks starved and the small ones backlogged at every check;
+// compared with what each usually holds, only a change shows.
+func UsualRatio(usual, ratio float64) float64 {
+	if math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+		return usual
+	}
+	if usual <= 0 {
+		usual = 1 // the prior: the share its weight says
+	}
+	return usualSmoothing*usual + (1-usualSmoothing)*clamp(ratio, usualMin, usualMax)
+}
+
+// usual is the server's usual backlog ratio, 1 while none is known.
+func (g GuardState) usual() float64 {
+	if g.Usual > 0 {
+		return g.Usual
+	}
+	return 1
+}
+
+// expectedMedian is the service's median per unit of weight scaled by the
+// server's usual ratio: what the server is expected to hold per unit.
+func (g GuardState) expectedMedian(med float64) float64 { return med * g.usual() }
 
 // Holding reports whether the guard holds the weight: a held weight is at
 // least weight.min, so never 0.
@@ -286,9 +329,17 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 // backlogged (or starved) at two checks in a row is cut (or raised).
 func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
-	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, med)
+	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
+	// At every cycle, over or under as well: a server that is always
+	// below its share is what the usual ratio is for. A server in slow
+	// start, or expected to hold less than one connection, says nothing
+	// about what it usually holds.
+	if inCycle && st.RampStart.IsZero() && med*float64(o.Kernel) >= 1 {
+		raw, _ := BacklogRatio(o.ActiveConns, o.Kernel, med)
+		gs.Usual = UsualRatio(gs.Usual, raw)
+	}
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
@@ -304,17 +355,17 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual}
 		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
-		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's share (service median %.2f per unit of weight)", o.ActiveConns, ratio, med), 1)
+		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	case raise:
 		to := GuardRaise(o.Kernel, ratio)
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel}
+		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual}
 		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
-		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's share while the service's backlog grows (median %.2f per unit of weight)", o.ActiveConns, ratio, med), 1)
+		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's usual share while the service's backlog grows (median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	}
 }
 
@@ -325,7 +376,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 	if inCycle && d.Write {
 		gs.Restore = d.To // the controller's latest weight
 	}
-	ratio, excess := BacklogRatio(o.ActiveConns, gs.From, med)
+	ratio, excess := BacklogRatio(o.ActiveConns, gs.From, gs.expectedMedian(med))
 	changed := o.Kernel != gs.Weight // by someone else
 	// Back to its share. Not on the excess: a server that stays slow holds
 	// a few connections more than its share even at its cut weight, and
@@ -348,7 +399,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true}
+		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual}
 		return
 	}
 	gs.PrevActive = o.ActiveConns

@@ -235,3 +235,88 @@ func TestTakeDownSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestUsualRatio: a decay of 0.9 per cycle from the prior 1, each ratio
+// bounded to [0.25, 4]; a ratio that is not a number changes nothing.
+func TestUsualRatio(t *testing.T) {
+	for _, c := range []struct{ usual, ratio, want float64 }{
+		{0, 2, 1.1},         // 0.9·1 + 0.1·2
+		{1.1, 0.1, 1.015},   // 0.99 + 0.1·0.25
+		{3, 10, 3.1},        // 2.7 + 0.1·4
+		{0.5, 0.5, 0.5},     // steady
+		{2, math.NaN(), 2},  // weight 0
+		{2, math.Inf(1), 2}, // an idle service's median
+	} {
+		if got := UsualRatio(c.usual, c.ratio); !near(got, c.want) {
+			t.Errorf("UsualRatio(%v, %v) = %v, want %v", c.usual, c.ratio, got, c.want)
+		}
+	}
+}
+
+// TestGuardUsualRatio: the guard compares a server with what it usually
+// holds. B usually holds 1.8× the median per unit of weight (a single-core
+// server's queue at high load): at 2.25× and 2.5× it is within its usual
+// (1.25×, 1.39×) and not cut; at 4× and 4.5× (2.2×, 2.5× its usual, 54
+// over) it is cut at the second check to 10 ÷ 2.5 = 4. C usually holds
+// 0.3× (a 32-core server among single-core ones): while the service's
+// backlog grows (median 2.4, then 2.8) its 5 connections are 0.69× and
+// 0.6× its usual share, not starved — with no usual ratio known (the prior
+// 1) the same figures raise it.
+func TestGuardUsualRatio(t *testing.T) {
+	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Anchor: 0.15},
+		Guard: GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	run := func(usual []float64, active [][3]int) []Decision {
+		e, err := NewEngine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &ServiceState{}
+		states := make([]*ServerState, 3)
+		for i := range states {
+			states[i] = &ServerState{Guard: GuardState{Usual: usual[i]}}
+		}
+		var last []Decision
+		for _, a := range active {
+			servers := make([]Server, 3)
+			last = make([]Decision, 3)
+			for i := range servers {
+				o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a[i]}
+				servers[i] = Server{Obs: o, State: states[i], Out: &last[i]}
+			}
+			e.Check(Service{}, st, servers)
+			for i, d := range last {
+				if d.Write && !(i == 1 && d.To == 4 && a[1] == 90) {
+					t.Errorf("usual %v, active %v: server %d written to %d (%s)", usual, a, i, d.To, d.Reason)
+				}
+			}
+		}
+		return last
+	}
+	usualB := []float64{1, 1.8, 1}
+	if d := run(usualB, [][3]int{{20, 20, 20}, {20, 45, 20}, {20, 50, 20}}); d[1].Write {
+		t.Errorf("B at 2.25× then 2.5× the median, 1.8× usually: cut to %d", d[1].To)
+	}
+	if d := run(usualB, [][3]int{{20, 20, 20}, {20, 80, 20}, {20, 90, 20}}); !d[1].Write || d[1].To != 4 {
+		t.Errorf("B at 4×, 4.5× the median, 1.8× usually: write %v to %d, want a cut to 4", d[1].Write, d[1].To)
+	}
+	growing := [][3]int{{20, 20, 5}, {24, 24, 5}, {28, 28, 5}}
+	run([]float64{1, 1, 0.3}, growing) // C, usually 0.3×, is never written (checked in run)
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	raised := false
+	for _, a := range growing {
+		servers := make([]Server, 3)
+		for i := range servers {
+			servers[i] = Server{Obs: &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a[i]}, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		raised = raised || servers[2].Out.Write && servers[2].Out.To > 10
+	}
+	if !raised {
+		t.Error("C with no usual ratio known, starved while the backlog grows: not raised")
+	}
+}
