@@ -45,14 +45,9 @@ func TestNoResource(t *testing.T) {
 	}
 }
 
-// bottleneckCycle runs one engine cycle with coefficients c over three
-// CPU-bound peers (CPU 0.6, disk 0.3 busy, 600 connections served: 1000 per
-// unit of busy) and one server with figures odd that served 200
-// connections. Every server is at its default weight 10 with an anchor
-// state from an earlier cycle and an estimate of 1000 per unit of busy
-// (two observations), as on a service that ran evenly until now. It
-// returns the odd server's decision.
-func bottleneckCycle(t *testing.T, c Coefficients, odd ResourceFigures) Decision {
+// capacityEngine is an engine with lvs-monitor's default capacity
+// controller settings and coefficients c, availability fall and rise 1.
+func capacityEngine(t *testing.T, c Coefficients) *Engine {
 	t.Helper()
 	e, err := NewEngine(Params{
 		Coefficients: c,
@@ -63,6 +58,19 @@ func bottleneckCycle(t *testing.T, c Coefficients, odd ResourceFigures) Decision
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// bottleneckCycle runs one engine cycle with coefficients c over three
+// CPU-bound peers (CPU 0.6, disk 0.3 busy, 600 connections served: 1000 per
+// unit of busy) and one server with figures odd that served 200
+// connections. Every server is at its default weight 10 with an anchor
+// state from an earlier cycle and an estimate of 1000 per unit of busy
+// (two observations), as on a service that ran evenly until now. It
+// returns the odd server's decision.
+func bottleneckCycle(t *testing.T, c Coefficients, odd ResourceFigures) Decision {
+	t.Helper()
+	e := capacityEngine(t, c)
 	mk := func(f ResourceFigures, served int64) Server {
 		return Server{
 			Obs: &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: served,

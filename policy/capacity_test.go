@@ -415,15 +415,7 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 // for that server and its last decision.
 func noisyCycles(t *testing.T, cycles int, served func(i int) int64) (writes int, last Decision) {
 	t.Helper()
-	e, err := NewEngine(Params{
-		Coefficients: defaultCoefficients,
-		Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
-			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
-		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := capacityEngine(t, defaultCoefficients)
 	states := make([]*ServerState, 4)
 	for k := range states {
 		states[k] = &ServerState{}
