@@ -221,13 +221,14 @@ type AnchorState struct {
 
 // AnchoredWeight is the anchored capacity controller's weight for a server
 // of default weight def whose capacity per unit of default weight is f
-// times its service's median, and the server's next state. The server
-// stays at def while f is within p.Anchor of 1; it leaves def when
-// |f − 1| > p.Anchor for p.Confirm intervals in a row — at once when it is
+// times its service's median, known with relative standard error stderr,
+// and the server's next state. The server stays at def while f is within
+// max(p.Anchor, Significance·stderr) of 1; it leaves def when beyond that
+// for p.Confirm intervals in a row — at once when it is more than p.Anchor
 // below the median and saturatedAlone (SaturatedAlone: it has lost
-// capacity) — and returns when |f − 1| < p.Anchor/2 (hysteresis: noise at
-// the edge does not flap). Off def its weight is def·f, never below p.Min
-// nor above ipvs.MaxWeight.
+// capacity) — and returns when |f − 1| < max(p.Anchor/2, stderr)
+// (hysteresis: noise at the edge does not flap). Off def its weight is
+// def·f, never below p.Min nor above ipvs.MaxWeight.
 func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
@@ -324,7 +325,8 @@ type CapacityStep struct {
 	Bottleneck string
 	Estimate   float64
 	// Error is the estimate's relative standard error (EstimateError);
-	// 0 until a second observation.
+	// 0 while the noise is not known (fewer than minNoisePairs pairs of
+	// observations).
 	Error float64
 }
 
@@ -493,7 +495,11 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	if !c.SaturatedAlone {
 		band = math.Max(band, Significance*c.Error)
 	}
-	cmp := &Comparison{Kernel: o.Kernel, Next: to, Rule: fmt.Sprintf("band %.0f%%", band*100), Passes: PassesBand(o.Kernel, to, band)}
+	rule := fmt.Sprintf("band %.0f%%", band*100)
+	if band > p.Band {
+		rule += fmt.Sprintf(" (%g standard errors of its estimate)", Significance)
+	}
+	cmp := &Comparison{Kernel: o.Kernel, Next: to, Rule: rule, Passes: PassesBand(o.Kernel, to, band)}
 	d.Trace.Compare = cmp
 	def := o.Record.DefaultWeight(o.Configured)
 	switch {

@@ -137,7 +137,7 @@ type GuardState struct {
 // cycles).
 const usualSmoothing = 0.9
 
-// usualBounds bound a server's usual backlog ratio: a server is never
+// usualMin and usualMax bound a server's usual backlog ratio: a server is never
 // expected to hold more than 4 times, or less than a quarter of, the
 // service's median per unit of weight.
 const usualMin, usualMax = 0.25, 4.0
