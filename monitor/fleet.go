@@ -405,13 +405,8 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		return
 	}
 	f.maxTerm = d.Term
-	f.outbox.Ack(f.cfg.ID, d.Acks) // acks first: the document shows those edits
-	local, err := f.m.adopt(d.Snapshot, f.outbox.Pending())
-	if err != nil {
+	if err := f.m.adoptFrom(f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
 		f.log.Error("fleet: applying the leader's state", "leader", d.Leader, "error", err)
-	}
-	for _, e := range local {
-		f.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
 	}
 }
 
@@ -463,25 +458,18 @@ func (m *Monitor) runFleet(ctx context.Context, afterCycle func(CycleReport, err
 	}
 	cancel()
 	f.cycle(ctx)
-	interval := m.Interval()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	g := newGuardTicker(m.GuardCheck())
-	defer g.stop()
+	clock := m.newCycleClock()
+	defer clock.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-clock.cycle():
 			f.cycle(ctx)
-		case <-g.C():
+		case <-clock.guard():
 			m.runGuard(ctx)
 		case <-m.reloaded:
-			if i := m.Interval(); i != interval {
-				interval = i
-				t.Reset(i)
-			}
-			g.reset(m.GuardCheck())
+			clock.reload()
 		}
 	}
 }

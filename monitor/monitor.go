@@ -219,27 +219,20 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 		roles, inbox = p.roles.Changes(), p.inbox.Ready()
 	}
 	cycle()
-	interval := m.Interval()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	g := newGuardTicker(m.GuardCheck())
-	defer g.stop()
+	clock := m.newCycleClock()
+	defer clock.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-clock.cycle():
 			cycle()
-		case <-g.C():
+		case <-clock.guard():
 			if m.runGuard(ctx) > 0 && p != nil {
 				p.publish() // the follower holds the guard's weights too
 			}
 		case <-m.reloaded:
-			if i := m.Interval(); i != interval {
-				interval = i
-				t.Reset(i)
-			}
-			g.reset(m.GuardCheck())
+			clock.reload()
 		case r := <-roles:
 			p.log.Info("sync: role changed", "role", r)
 			p.node.SetRole(r)
@@ -265,6 +258,37 @@ func (m *Monitor) GuardCheck() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.cfg.Guard.Check
+}
+
+// cycleClock ticks a director's cycles and the backlog checks between
+// them at the running configuration's periods, which a reload may change.
+type cycleClock struct {
+	m        *Monitor
+	interval time.Duration
+	t        *time.Ticker
+	g        *guardTicker
+}
+
+func (m *Monitor) newCycleClock() *cycleClock {
+	i := m.Interval()
+	return &cycleClock{m: m, interval: i, t: time.NewTicker(i), g: newGuardTicker(m.GuardCheck())}
+}
+
+func (c *cycleClock) cycle() <-chan time.Time { return c.t.C }
+func (c *cycleClock) guard() <-chan time.Time { return c.g.C() }
+
+// reload takes the periods of the configuration now running.
+func (c *cycleClock) reload() {
+	if i := c.m.Interval(); i != c.interval {
+		c.interval = i
+		c.t.Reset(i)
+	}
+	c.g.reset(c.m.GuardCheck())
+}
+
+func (c *cycleClock) stop() {
+	c.t.Stop()
+	c.g.stop()
 }
 
 // guardTicker ticks every backlog check period; off (a nil channel) when

@@ -193,13 +193,8 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 	for _, msg := range msgs {
 		p.node.Observe(msg, now)
 		if p.node.ShouldAdopt(msg, now) {
-			p.outbox.Ack(p.cfg.ID, msg.Acks) // acks first: the snapshot shows those edits
-			local, err := p.m.adopt(msg.Snapshot, p.outbox.Pending())
-			if err != nil {
+			if err := p.m.adoptFrom(p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
-			}
-			for _, e := range local {
-				p.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
 			}
 		}
 		for _, e := range p.node.NewEdits(msg) {

@@ -76,6 +76,20 @@ func (m *Monitor) takeLocalEdits() []localEdit {
 	return e
 }
 
+// adoptFrom is a follower's side of replication, the pair's and the
+// fleet's: it drops from outbox the edits the writer acknowledged for
+// self (first: the snapshot already shows them), adopts snap around the
+// edits still pending, and queues for the writer the local edits adopt
+// found.
+func (m *Monitor) adoptFrom(outbox *scheduler.Outbox, self string, acks []scheduler.Ack, snap scheduler.Snapshot) error {
+	outbox.Ack(self, acks)
+	local, err := m.adopt(snap, outbox.Pending())
+	for _, e := range local {
+		outbox.Add(scheduler.DestKey(e.Key), e.Weight)
+	}
+	return err
+}
+
 // adopt makes this director's table and records match a writer's snapshot:
 // compare-and-set writes for the weights that differ, then the writer's
 // ownership records and controller state. Destinations with a local edit
