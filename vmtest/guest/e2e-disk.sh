@@ -144,7 +144,7 @@ path = "/health"
 expect_status = 200
 reference = "100ms"
 EOF
-	for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$1"; done
+	append_servers "$1"
 	lvs-monitor -check -config "$1" || fail "lvs-monitor -check refused $1"
 }
 # start_monitor NAME CONFIG: lvs-monitor in the director, log $W/NAME.log.

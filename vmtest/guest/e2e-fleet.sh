@@ -135,14 +135,7 @@ cycles() { probe_counts "10\\.7\\.0\\.1$COUNTED" "$W/httpd1.log" "$W/httpd2.log"
 counting() { COUNTED=$1; }
 
 # weights D: "w1 w2 w3", the kernel weights of rs1..rs3 in dirD's table ("-" if absent).
-weights() {
-	ip netns exec "dir$1" ipvsadm -Ln -t "$SVC" | awk -v a="$(rs 1)" -v b="$(rs 2)" -v c="$(rs 3)" '
-		$1 == "->" && $2 == a { w1 = $4 }
-		$1 == "->" && $2 == b { w2 = $4 }
-		$1 == "->" && $2 == c { w3 = $4 }
-		END { printf "%s %s %s\n", (w1 == "" ? "-" : w1), (w2 == "" ? "-" : w2), (w3 == "" ? "-" : w3) }'
-}
-nth() { echo "$2" | awk -v n="$1" '{ print $n }'; }
+weights() { ns_weights "dir$1" "$SVC" "$(rs 1)" "$(rs 2)" "$(rs 3)"; }
 ctl() { _d=$1; shift; lvsctl -socket "$W/ctl$_d/control.sock" "$@"; }
 # conns D: the service's connection counter in dirD (ipvsadm -Ln --stats).
 conns() { ip netns exec "dir$1" ipvsadm -Ln --stats -t "$SVC" | awk '$1 == "TCP" { print $3; exit }'; }
@@ -359,7 +352,7 @@ path = "/"
 expect_status = 200
 reference = "100ms"
 EOF
-	for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/mon$1.toml"; done
+	append_servers "$W/mon$1.toml"
 }
 for d in 1 2 3; do
 	config "$d"

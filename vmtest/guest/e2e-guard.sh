@@ -135,7 +135,7 @@ type = "http"
 path = "/"
 expect_status = 200
 EOF
-for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+append_servers "$W/monitor.toml"
 run lvs-monitor -check -config "$W/monitor.toml"
 
 : >"$W/hits"

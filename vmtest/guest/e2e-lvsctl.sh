@@ -152,7 +152,7 @@ path = "/"
 expect_status = 200
 reference = "100ms"
 EOF
-for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+append_servers "$W/monitor.toml"
 run lvs-monitor -check -config "$W/monitor.toml"
 cp "$W/monitor.toml" "$W/monitor.toml.good"
 ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/monitor.log" &

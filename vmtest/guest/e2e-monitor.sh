@@ -171,7 +171,7 @@ path = "/"
 expect_status = 200
 reference = "100ms"
 EOF
-for i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$i")" >>"$W/monitor.toml"; done
+append_servers "$W/monitor.toml"
 run lvs-monitor -check -config "$W/monitor.toml"
 
 # The client: one new connection through the VIP every ~0.1 s (plus the

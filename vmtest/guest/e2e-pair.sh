@@ -82,15 +82,7 @@ cycles() {
 # counting DIR: the waits that follow count DIR's (A or B) cycles.
 counting() { COUNT_CYCLES="cycles $1"; }
 # weights NS: "w1 w2 w3", the kernel weights of rs1..rs3 in NS's table ("-" if absent).
-weights() {
-	ip netns exec "$1" ipvsadm -Ln -t "$SVC" | awk -v a="$RS1" -v b="$RS2" -v c="$RS3" '
-		$1 == "->" && $2 == a { w1 = $4 }
-		$1 == "->" && $2 == b { w2 = $4 }
-		$1 == "->" && $2 == c { w3 = $4 }
-		END { printf "%s %s %s\n", (w1 == "" ? "-" : w1), (w2 == "" ? "-" : w2), (w3 == "" ? "-" : w3) }'
-}
-# nth N "w1 w2 w3": the Nth weight.
-nth() { echo "$2" | awk -v n="$1" '{ print $n }'; }
+weights() { ns_weights "$1" "$SVC" "$RS1" "$RS2" "$RS3"; }
 ctl() { _d=$1; shift; lvsctl -socket "$W/ctl$_d/control.sock" "$@"; }
 # json_num FILE KEY: the first number after "KEY": in lvsctl's indented JSON.
 json_num() { sed -n "s/^ *\"$2\": \([0-9]*\),*\$/\1/p" "$1" | head -n 1; }

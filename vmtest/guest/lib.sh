@@ -174,3 +174,23 @@ read_dests() {
 weight_changes() {
 	cat "$@" | sed -n 's/.* msg="weight changed" .* server=\([^ ]*\) old=\([0-9]*\) new=\([0-9]*\) reason="\([^"]*\)".*/\1 \2 \3 \4/p'
 }
+
+# append_servers FILE: a [[service.server]] entry of weight 10 for each of
+# rs1..rs3 (the script's rs N gives the address) at the end of the monitor
+# configuration FILE.
+append_servers() {
+	for _i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$_i")" >>"$1"; done
+}
+
+# ns_weights NS SVC RIP1 RIP2 RIP3: "w1 w2 w3", the kernel weights of three
+# real servers of SVC in namespace NS's table ("-" for one not in it).
+ns_weights() {
+	ip netns exec "$1" ipvsadm -Ln -t "$2" | awk -v a="$3" -v b="$4" -v c="$5" '
+		$1 == "->" && $2 == a { w1 = $4 }
+		$1 == "->" && $2 == b { w2 = $4 }
+		$1 == "->" && $2 == c { w3 = $4 }
+		END { printf "%s %s %s\n", (w1 == "" ? "-" : w1), (w2 == "" ? "-" : w2), (w3 == "" ? "-" : w3) }'
+}
+
+# nth N "w1 w2 w3": the Nth weight.
+nth() { echo "$2" | awk -v n="$1" '{ print $n }'; }
