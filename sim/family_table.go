@@ -111,12 +111,12 @@ func summariseRows(sched, pol string, rs []Row) FamilySummary {
 	if finite > 0 {
 		s.GeoMean = math.Exp(logSum / finite)
 	}
-	s.Median, s.Within10 = medianOf(ratios), shareAtMost(ratios, 1.1)
+	s.Median, s.Within10 = median(ratios), shareAtMost(ratios, 1.1)
 	if len(ratios) == 0 {
 		s.Worst = math.NaN()
 	}
-	s.RecoveryMedian, s.Recovery15 = medianOf(recoveries), shareAtMost(recoveries, familyRecoveryGood)
-	s.DriftMedian, s.Drift15 = medianOf(drifts), shareAtMost(drifts, familyDriftGood)
+	s.RecoveryMedian, s.Recovery15 = median(recoveries), shareAtMost(recoveries, familyRecoveryGood)
+	s.DriftMedian, s.Drift15 = median(drifts), shareAtMost(drifts, familyDriftGood)
 	return s
 }
 
@@ -133,20 +133,6 @@ func meanOf(rs []Row, f func(Row) float64) float64 {
 		return math.NaN()
 	}
 	return sum / n
-}
-
-// medianOf is the median of xs (+Inf allowed), NaN when empty.
-func medianOf(xs []float64) float64 {
-	n := len(xs)
-	if n == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // shareAtMost is the share of xs that are ≤ x, NaN when empty.
