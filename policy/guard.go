@@ -130,6 +130,11 @@ type GuardState struct {
 	// Usual is the server's usual backlog ratio (UsualRatio; 0: not
 	// known yet, taken as 1). It outlives a hold.
 	Usual float64
+	// Level is the active connections per unit of weight the server
+	// usually holds at cycles (UsualLevel; LevelKnown once there was one).
+	// It outlives a hold.
+	Level      float64
+	LevelKnown bool
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -158,6 +163,46 @@ func UsualRatio(usual, ratio float64) float64 {
 		usual = 1 // the prior: the share its weight says
 	}
 	return usualSmoothing*usual + (1-usualSmoothing)*clamp(ratio, usualMin, usualMax)
+}
+
+// UsualLevel folds the active connections per unit of weight a server
+// holds at a cycle into its usual level (known: there is one; else the
+// first reading is the level). The median per unit of weight is no
+// reference when most of a service's servers are idle at a given moment
+// (many single-core servers at moderate load): it is then 0, and any
+// server holding connections would look backlogged — a 32-core server
+// holding its usual 20 was cut to weight 1. A backlog is also a pile-up
+// against the server's own past.
+func UsualLevel(level float64, known bool, active, weight int) float64 {
+	if weight <= 0 {
+		return level
+	}
+	per := float64(active) / float64(weight)
+	if !known {
+		return per
+	}
+	return usualSmoothing*level + (1-usualSmoothing)*per
+}
+
+// overLevel reports whether a server holding active connections at weight
+// is over its usual level by the guard's trigger and min_excess; true
+// while no level is known, so that the check against the service decides
+// alone. A starved server is not compared with its past: it keeps up by
+// holding what it usually holds while the others pile up.
+func (gs GuardState) overLevel(active, weight int, g GuardParams) bool {
+	if !gs.LevelKnown {
+		return true
+	}
+	ratio, excess := BacklogRatio(active, weight, gs.Level)
+	return ratio >= g.Trigger && excess >= float64(g.MinExcess)
+}
+
+// levelText names the server's usual level at weight for a reason.
+func (gs GuardState) levelText(weight int) string {
+	if !gs.LevelKnown {
+		return ""
+	}
+	return fmt.Sprintf(" where it usually holds %.1f", gs.Level*float64(weight))
 }
 
 // usual is the server's usual backlog ratio, 1 while none is known.
@@ -330,7 +375,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
-	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess)
+	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, g)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
 	// At every cycle, over or under as well: a server that is always
 	// below its share is what the usual ratio is for. A server in slow
@@ -339,6 +384,9 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	if inCycle && st.RampStart.IsZero() && med*float64(o.Kernel) >= 1 {
 		raw, _ := BacklogRatio(o.ActiveConns, o.Kernel, med)
 		gs.Usual = UsualRatio(gs.Usual, raw)
+	}
+	if inCycle && st.RampStart.IsZero() {
+		gs.Level, gs.LevelKnown = UsualLevel(gs.Level, gs.LevelKnown, o.ActiveConns, o.Kernel), true
 	}
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
@@ -355,15 +403,15 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual}
+		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
 		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
-		propose(d, to, fmt.Sprintf("backlog: %d active connections, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
+		propose(d, to, fmt.Sprintf("backlog: %d active connections%s, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, gs.levelText(o.Kernel), ratio, med, gs.usual()), 1)
 	case raise:
 		to := GuardRaise(o.Kernel, ratio)
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual}
+		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
 		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's usual share while the service's backlog grows (median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	}
@@ -399,7 +447,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual}
+		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
 		return
 	}
 	gs.PrevActive = o.ActiveConns

@@ -320,3 +320,111 @@ func TestGuardUsualRatio(t *testing.T) {
 		t.Error("C with no usual ratio known, starved while the backlog grows: not raised")
 	}
 }
+
+// TestUsualLevel: the first reading is the level, then a decay of 0.9 per
+// cycle; weight 0 changes nothing.
+func TestUsualLevel(t *testing.T) {
+	for _, c := range []struct {
+		level          float64
+		known          bool
+		active, weight int
+		want           float64
+	}{
+		{0, false, 20, 500, 0.04},    // 20 ÷ 500
+		{0.04, true, 40, 500, 0.044}, // 0.9·0.04 + 0.1·0.08
+		{2, true, 0, 10, 1.8},        // 0.9·2
+		{1.5, true, 5, 0, 1.5},       // weight 0
+		{0, false, 0, 10, 0},         // an idle first reading
+	} {
+		if got := UsualLevel(c.level, c.known, c.active, c.weight); !near(got, c.want) {
+			t.Errorf("UsualLevel(%v, %v, %d, %d) = %v, want %v", c.level, c.known, c.active, c.weight, got, c.want)
+		}
+	}
+}
+
+// TestGuardUsualLevel: a 32-core server (weight 500) usually holds 20
+// connections while four single-core servers (weight 10) are mostly idle.
+// The service's median per unit of weight is then 0, and against it alone
+// any connection on the big server is a backlog (+Inf×): at 22 and 24 it
+// was cut to weight 1 at the second check. Against its usual level (20,
+// learnt at the cycles) it is not; at 45 and 60 (3× its level, 40 over) it
+// is. The level does not hold back a raise: when the small servers' queues
+// grow (median 0 at the cycles → 0.1 → 0.3 per unit of weight) while the
+// big one holds 20, then 12, it is starved at both checks (0.4×, 0.08× the
+// median's share) and raised to 500 ÷ 0.08, at most doubled: 1000.
+func TestGuardUsualLevel(t *testing.T) {
+	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
+		Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
+		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
+		Guard:        GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	weights := []int{500, 10, 10, 10, 10}
+	servers := func(states []*ServerState, active []int) []Server {
+		sv := make([]Server, len(weights))
+		for k, w := range weights {
+			sv[k] = Server{Obs: &Observed{Record: DestRecord{State: Managed, Written: w}, Configured: w, Kernel: w,
+				ActiveConns: active[k], NewConns: int64(10 * w), Probed: true, Polled: true, CPU: 0.5},
+				State: states[k], Out: &Decision{}}
+		}
+		return sv
+	}
+	// start runs cycles at which the big server holds 20 and the others
+	// none (no cycle at all: no level known).
+	start := func(cycles int) (*Engine, *ServiceState, []*ServerState) {
+		e, err := NewEngine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &ServiceState{}
+		states := make([]*ServerState, len(weights))
+		for k := range states {
+			states[k] = &ServerState{}
+		}
+		for i := range cycles {
+			sv := servers(states, []int{20, 0, 0, 0, 0})
+			e.Cycle(Service{Reference: 100 * time.Millisecond}, st, sv, false, time.Unix(int64(1000+5*i), 0))
+			for k, s := range sv {
+				if s.Out.Write {
+					t.Fatalf("cycle %d: server %d written to %d (%s)", i, k, s.Out.To, s.Out.Reason)
+				}
+			}
+		}
+		return e, st, states
+	}
+	check := func(e *Engine, st *ServiceState, states []*ServerState, active []int) Decision {
+		sv := servers(states, active)
+		e.Check(Service{}, st, sv)
+		for k, s := range sv[1:] {
+			if s.Out.Write {
+				t.Errorf("active %v: small server %d written to %d (%s)", active, k+1, s.Out.To, s.Out.Reason)
+			}
+		}
+		return *sv[0].Out
+	}
+
+	e, st, states := start(5)
+	if g := states[0].Guard; !g.LevelKnown || !near(g.Level, 0.04) {
+		t.Fatalf("level after 5 cycles at 20 of 500: %v (known %v), want 0.04", g.Level, g.LevelKnown)
+	}
+	for _, a := range []int{22, 24} {
+		if d := check(e, st, states, []int{a, 0, 0, 0, 0}); d.Write {
+			t.Errorf("big server at %d, usually 20, median 0: cut to %d (%s)", a, d.To, d.Reason)
+		}
+	}
+	check(e, st, states, []int{45, 0, 0, 0, 0})
+	if d := check(e, st, states, []int{60, 0, 0, 0, 0}); !d.Write || d.To != 1 {
+		t.Errorf("big server at 45 then 60, usually 20: write %v to %d, want a cut to 1", d.Write, d.To)
+	}
+
+	// Starved: a server that keeps up holds what it usually holds while
+	// the others pile up, so its level is not asked.
+	e, st, states = start(5)
+	raisedTo := 0
+	for _, a := range [][]int{{20, 1, 1, 1, 1}, {12, 3, 3, 3, 3}} {
+		if d := check(e, st, states, a); d.Write {
+			raisedTo = d.To
+		}
+	}
+	if raisedTo != 1000 {
+		t.Errorf("big server starved while the median grows (0 → 0.1 → 0.3 per unit of weight): raised to %d, want 1000", raisedTo)
+	}
+}
