@@ -131,10 +131,10 @@ type GuardState struct {
 	// known yet, taken as 1). It outlives a hold.
 	Usual float64
 	// Level is the active connections per unit of weight the server
-	// usually holds at cycles (UsualLevel; LevelKnown once there was one).
-	// It outlives a hold.
-	Level      float64
-	LevelKnown bool
+	// usually holds at cycles (UsualLevel, over LevelN cycles). It
+	// outlives a hold.
+	Level  float64
+	LevelN int
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -166,31 +166,33 @@ func UsualRatio(usual, ratio float64) float64 {
 }
 
 // UsualLevel folds the active connections per unit of weight a server
-// holds at a cycle into its usual level (known: there is one; else the
-// first reading is the level). The median per unit of weight is no
-// reference when most of a service's servers are idle at a given moment
-// (many single-core servers at moderate load): it is then 0, and any
-// server holding connections would look backlogged — a 32-core server
-// holding its usual 20 was cut to weight 1. A backlog is also a pile-up
-// against the server's own past.
-func UsualLevel(level float64, known bool, active, weight int) float64 {
+// holds at its n-th cycle (n ≥ 1) into its usual level: the
+// bias-corrected decay of SmoothCapacity, 0.9 per cycle, so that the first
+// cycles — a monitor's start, an empty service — count as one among the
+// next, not as the level. The median per unit of weight is no reference
+// when most of a service's servers are idle at a given moment (many
+// single-core servers at moderate load): it is then 0, and any server
+// holding connections would look backlogged — a 32-core server holding its
+// usual 20 was cut to weight 1. A backlog is also a pile-up against the
+// server's own past.
+func UsualLevel(level float64, n, active, weight int) float64 {
 	if weight <= 0 {
 		return level
 	}
-	per := float64(active) / float64(weight)
-	if !known {
-		return per
-	}
-	return usualSmoothing*level + (1-usualSmoothing)*per
+	return SmoothCapacity(level, n, float64(active)/float64(weight), usualSmoothing)
 }
+
+// minLevelCycles is how many cycles a server's usual level needs before it
+// counts.
+const minLevelCycles = 3
 
 // overLevel reports whether a server holding active connections at weight
 // is over its usual level by the guard's trigger and min_excess; true
-// while no level is known, so that the check against the service decides
-// alone. A starved server is not compared with its past: it keeps up by
+// while the level is not known (minLevelCycles), so that the check against
+// the service decides alone. A starved server is not compared with its past: it keeps up by
 // holding what it usually holds while the others pile up.
 func (gs GuardState) overLevel(active, weight int, g GuardParams) bool {
-	if !gs.LevelKnown {
+	if gs.LevelN < minLevelCycles {
 		return true
 	}
 	ratio, excess := BacklogRatio(active, weight, gs.Level)
@@ -199,7 +201,7 @@ func (gs GuardState) overLevel(active, weight int, g GuardParams) bool {
 
 // levelText names the server's usual level at weight for a reason.
 func (gs GuardState) levelText(weight int) string {
-	if !gs.LevelKnown {
+	if gs.LevelN < minLevelCycles {
 		return ""
 	}
 	return fmt.Sprintf(" where it usually holds %.1f", gs.Level*float64(weight))
@@ -386,7 +388,8 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		gs.Usual = UsualRatio(gs.Usual, raw)
 	}
 	if inCycle && st.RampStart.IsZero() {
-		gs.Level, gs.LevelKnown = UsualLevel(gs.Level, gs.LevelKnown, o.ActiveConns, o.Kernel), true
+		gs.LevelN++
+		gs.Level = UsualLevel(gs.Level, gs.LevelN, o.ActiveConns, o.Kernel)
 	}
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
@@ -403,7 +406,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
+		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
 		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("backlog: %d active connections%s, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, gs.levelText(o.Kernel), ratio, med, gs.usual()), 1)
 	case raise:
@@ -411,7 +414,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
+		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
 		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's usual share while the service's backlog grows (median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	}
@@ -447,7 +450,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level, LevelKnown: gs.LevelKnown}
+		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
 		return
 	}
 	gs.PrevActive = o.ActiveConns

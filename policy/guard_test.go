@@ -273,7 +273,9 @@ func TestGuardUsualRatio(t *testing.T) {
 		st := &ServiceState{}
 		states := make([]*ServerState, 3)
 		for i := range states {
-			states[i] = &ServerState{Guard: GuardState{Usual: usual[i]}}
+			// and the level that ratio means at the median's 2 connections
+			// per unit of weight, learnt over enough cycles to count
+			states[i] = &ServerState{Guard: GuardState{Usual: usual[i], Level: 2 * usual[i], LevelN: minLevelCycles}}
 		}
 		var last []Decision
 		for _, a := range active {
@@ -321,23 +323,23 @@ func TestGuardUsualRatio(t *testing.T) {
 	}
 }
 
-// TestUsualLevel: the first reading is the level, then a decay of 0.9 per
-// cycle; weight 0 changes nothing.
+// TestUsualLevel: the first reading is the level; then the bias-corrected
+// decay of 0.9, so that an empty first cycle weighs about as much as the
+// next, not 90 %; weight 0 changes nothing.
 func TestUsualLevel(t *testing.T) {
 	for _, c := range []struct {
-		level          float64
-		known          bool
-		active, weight int
-		want           float64
+		level             float64
+		n, active, weight int
+		want              float64
 	}{
-		{0, false, 20, 500, 0.04},    // 20 ÷ 500
-		{0.04, true, 40, 500, 0.044}, // 0.9·0.04 + 0.1·0.08
-		{2, true, 0, 10, 1.8},        // 0.9·2
-		{1.5, true, 5, 0, 1.5},       // weight 0
-		{0, false, 0, 10, 0},         // an idle first reading
+		{0, 1, 20, 500, 0.04},                      // 20 ÷ 500
+		{0.04, 2, 40, 500, 0.0116 / 0.19},          // (0.1·0.08 + 0.09·0.04) ÷ (1 − 0.81)
+		{0, 2, 20, 500, 0.004 / 0.19},              // an empty first cycle, then 20 of 500
+		{0.004 / 0.19, 3, 20, 500, 0.0076 / 0.271}, // (0.1·0.04 + 0.171·0.0211) ÷ (1 − 0.729)
+		{1.5, 4, 5, 0, 1.5},                        // weight 0
 	} {
-		if got := UsualLevel(c.level, c.known, c.active, c.weight); !near(got, c.want) {
-			t.Errorf("UsualLevel(%v, %v, %d, %d) = %v, want %v", c.level, c.known, c.active, c.weight, got, c.want)
+		if got := UsualLevel(c.level, c.n, c.active, c.weight); !near(got, c.want) {
+			t.Errorf("UsualLevel(%v, %d, %d, %d) = %v, want %v", c.level, c.n, c.active, c.weight, got, c.want)
 		}
 	}
 }
@@ -402,8 +404,8 @@ func TestGuardUsualLevel(t *testing.T) {
 	}
 
 	e, st, states := start(5)
-	if g := states[0].Guard; !g.LevelKnown || !near(g.Level, 0.04) {
-		t.Fatalf("level after 5 cycles at 20 of 500: %v (known %v), want 0.04", g.Level, g.LevelKnown)
+	if g := states[0].Guard; g.LevelN != 5 || !near(g.Level, 0.04) {
+		t.Fatalf("level after 5 cycles at 20 of 500: %v (%d cycles), want 0.04", g.Level, g.LevelN)
 	}
 	for _, a := range []int{22, 24} {
 		if d := check(e, st, states, []int{a, 0, 0, 0, 0}); d.Write {
