@@ -188,9 +188,10 @@ const minLevelCycles = 3
 
 // overLevel reports whether a server holding active connections at weight
 // is over its usual level by the guard's trigger and min_excess; true
-// while the level is not known (minLevelCycles), so that the check against
-// the service decides alone. A starved server is not compared with its past: it keeps up by
-// holding what it usually holds while the others pile up.
+// while the level is not known (minLevelCycles), so that the check
+// against the service decides alone. A starved server is not compared
+// with its past: it keeps up by holding what it usually holds while the
+// others pile up.
 func (gs GuardState) overLevel(active, weight int, g GuardParams) bool {
 	if gs.LevelN < minLevelCycles {
 		return true
