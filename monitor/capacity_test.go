@@ -67,18 +67,25 @@ func TestCapacitySaturatedServerDropsAtOnce(t *testing.T) {
 		cycle(t, m)
 		addConns(t, r, 100, 100, 100) // all 200: weights 20, 20, 20
 		cycle(t, m)
-		// B loses capacity: busy 1.0 for 50 connections = 50. Median CPU 0.5.
+		// B loses capacity: busy 1.0 for 50 connections = 50. Median CPU
+		// 0.5. The first such interval is smoothed either way (α 0.5,
+		// n = 2): (0.5·50 + 0.25·200)/0.75 = 100 → 10.
 		r.agents.set(agentOf(rsB), 1.0)
 		addConns(t, r, 100, 50, 100)
 		cycle(t, m)
-		// At once: 20·50/200 = 5. Smoothed (α 0.5, n = 2):
-		// (0.5·50 + 0.25·200)/0.75 = 100 → 10.
+		if got := r.weight(rsB); got != 10 {
+			t.Errorf("saturation %s, the loss's first interval: B weight %d, want 10", sat, got)
+		}
+		// The second: at once, 20·50/200 = 5. Smoothed (n = 3):
+		// (0.5·50 + 0.375·100)/0.875 = 71.4 → 20·71.4/200 = 7.1 → 7.
+		addConns(t, r, 100, 50, 100)
+		cycle(t, m)
 		want := 5
 		if sat == "0.0" {
-			want = 10
+			want = 7
 		}
 		if got := r.weight(rsB); got != want {
-			t.Errorf("saturation %s: B weight %d, want %d", sat, got, want)
+			t.Errorf("saturation %s, the loss's second interval: B weight %d, want %d", sat, got, want)
 		}
 	}
 }
@@ -116,10 +123,13 @@ func TestAnchoredCapacityController(t *testing.T) {
 	if rep := cycle(t, m); rep.Writes != 0 {
 		t.Errorf("equal capacities: %d writes, want 0", rep.Writes)
 	}
-	// B serves the same 100 connections at CPU 1.0, alone: its estimate
-	// falls at once to 100, per unit of weight 10 against the median 20:
-	// factor 0.5, weight 10·0.5 = 5.
+	// B serves the same 100 connections at CPU 1.0, alone, for two
+	// intervals: at the second its estimate falls at once to 100, per unit
+	// of weight 10 against the median 20: factor 0.5, weight 10·0.5 = 5.
 	r.agents.set(agentOf(rsB), 1.0)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "B lost capacity, the first interval", 10, 10, 10)
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
 	wantWeights(t, r, "B lost capacity", 10, 5, 10)
@@ -146,10 +156,11 @@ func TestAnchoredCapacityController(t *testing.T) {
 // TestCapacityHogAmongLightlyLoaded is the real-kernel e2e-monitor case
 // (vmtest/guest/e2e-monitor.sh) in miniature: light traffic (0–3
 // connections per 1 s interval), every server under 10 % CPU, then B's
-// CPU saturated by a hog while it serves 0 or 1 connection. B must fall
-// to the minimum at once, even in intervals where its peers served no
-// connection (their smoothed lower bounds stand), and come back when the
-// hog ends. It failed before the bounds were smoothed and a known estimate
+// CPU saturated by a hog while the connections it is sent stay active.
+// B must fall to the minimum at once, even in intervals where its peers
+// served no connection (their smoothed lower bounds stand), stay there
+// through intervals in which nothing came to it (no measurement: the
+// estimate stands), and come back when the hog ends. It failed before the bounds were smoothed and a known estimate
 // of 0 counted (B kept 10 for the whole hog).
 func TestCapacityHogAmongLightlyLoaded(t *testing.T) {
 	r, m := newCapacityRig(t, "")
@@ -162,14 +173,20 @@ func TestCapacityHogAmongLightlyLoaded(t *testing.T) {
 		}
 	}
 	r.agents.set(agentOf(rsB), 1.0)
-	for i := uint32(0); i < 4; i++ {
-		addConns(t, r, 0, i%2, 0) // the peers serve nothing this interval
+	for i := range 4 {
+		// The hog holds what B is sent: at even cycles a connection
+		// comes and stays active (served 0: measured, the loss at once);
+		// at odd ones none comes (nothing to measure: the estimate
+		// stands). The peers serve nothing.
+		addConns(t, r, 0, uint32(1-i%2), 0)
+		must(t, r.table.SetActive(svcKey, rsB, i/2+1, 0))
 		cycle(t, m)
 		if a, b, c := r.weight(rsA), r.weight(rsB), r.weight(rsC); a != 10 || b != 1 || c != 10 {
 			t.Fatalf("hog, cycle %d: weights %d %d %d, want 10 1 10", i, a, b, c)
 		}
 	}
 	r.agents.set(agentOf(rsB), 0.02)
+	must(t, r.table.SetActive(svcKey, rsB, 0, 0))
 	addConns(t, r, 1, 0, 2)
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {

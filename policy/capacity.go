@@ -67,13 +67,15 @@ func ServedConnections(newConns int64, activeDelta int) float64 {
 //   - saturated alone (SaturatedAlone), an observation significantly below
 //     the estimate (SignificantLoss, with noise the variance of an
 //     observation's logarithm) is taken at once (lost capacity: bad news
-//     is not smoothed in);
+//     is not smoothed in) when the interval before showed the same
+//     (confirmed): one interval that a few very long requests filled shows
+//     it as often as a real loss does on a single-core server;
 //   - otherwise the observation is smoothed in (SmoothCapacity, p.Smoothing).
-func UpdateCapacity(est float64, n int, obs, busy, medianBusy, noise float64, p WeightParams) float64 {
+func UpdateCapacity(est float64, n int, obs, busy, medianBusy, noise float64, confirmed bool, p WeightParams) float64 {
 	if n > 1 && p.Saturation > 0 && busy >= p.Saturation && obs > est {
 		return est
 	}
-	if n > 1 && SaturatedAlone(busy, medianBusy, p.Saturation) && SignificantLoss(obs, est, noise) {
+	if n > 1 && confirmed && SaturatedAlone(busy, medianBusy, p.Saturation) && SignificantLoss(obs, est, noise) {
 		return obs
 	}
 	return SmoothCapacity(est, n, obs, p.Smoothing)
@@ -283,6 +285,9 @@ type CapacityState struct {
 	Noise   float64
 	NNoise  int
 	LastObs float64
+	// LossSeen: the latest observation was a significant loss of a server
+	// saturated alone; a second in a row is taken at once.
+	LossSeen bool
 }
 
 // minNoisePairs is how many pairs of consecutive observations a server's
@@ -311,8 +316,12 @@ type CapacityStep struct {
 	Factor float64
 	// SaturatedAlone: busy at least weight.saturation while the service's
 	// median is not (SaturatedAlone), having served significantly less per
-	// unit of busy than the estimate (SignificantLoss).
+	// unit of busy than the estimate (SignificantLoss), in this interval
+	// and the one before.
 	SaturatedAlone bool
+	// NothingServed: busy, but no connection arrived or ended this
+	// interval: not a capacity observation (the estimate stands).
+	NothingServed bool
 	// UpperBoundKept: Factor is only an upper bound (another server of the
 	// service is lightly loaded) and would have raised a server that is off
 	// its default weight, so the weight is kept (UpperBoundWeight).
@@ -402,6 +411,15 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		measured := o.agentOK() && o.NewConns >= 0
 		served := ServedConnections(o.NewConns, o.ActiveDelta)
 		switch {
+		case measured && busy >= MinCapacityBusy && o.NewConns == 0 && served == 0:
+			// Busy, and no connection arrived or ended: a long request
+			// held the server all interval (under wlc it is sent nothing
+			// while it holds one), or its share is too small for an
+			// arrival every interval. Nothing to measure. A server sent
+			// connections it does not finish (its active ones grow) did
+			// serve nothing, and that is measured.
+			cs.NLB = 0
+			steps[i].NothingServed = true
 		case measured && busy >= MinCapacityBusy:
 			cs.NLB = 0
 			obs, noise := served/busy, cs.knownNoise()
@@ -410,10 +428,14 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 				cs.Noise = ObservationNoise(cs.Noise, cs.NNoise, obs, cs.LastObs)
 			}
 			cs.LastObs = obs
-			// A first observation is all there is: significant.
-			steps[i].SaturatedAlone = SaturatedAlone(busy, medianBusy, p.Saturation) && (cs.NObs == 0 || SignificantLoss(obs, cs.Est, noise))
+			// A first observation is all there is: significant, and
+			// confirmed.
+			loss := SaturatedAlone(busy, medianBusy, p.Saturation) && (cs.NObs == 0 || SignificantLoss(obs, cs.Est, noise))
+			confirmed := cs.NObs == 0 || cs.LossSeen
+			steps[i].SaturatedAlone = loss && confirmed
+			cs.LossSeen = loss
 			cs.NObs++
-			cs.Est = UpdateCapacity(cs.Est, cs.NObs, obs, busy, medianBusy, noise, p)
+			cs.Est = UpdateCapacity(cs.Est, cs.NObs, obs, busy, medianBusy, noise, confirmed, p)
 		case measured:
 			// Lightly loaded: capacity to spare, at least served ÷
 			// MinCapacityBusy — smoothed like an estimate, since with

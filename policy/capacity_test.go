@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -101,18 +102,21 @@ func TestUpdateCapacity(t *testing.T) {
 		obs, cpu, median float64
 		p                WeightParams
 		want             float64
+		unconfirmed      bool // the interval before showed no loss
 	}{
-		{"first observation as it is", 0, 1, 100, 0.5, 0.5, p, 100},
+		{"first observation as it is", 0, 1, 100, 0.5, 0.5, p, 100, false},
 		// (0.5·100 + (0.5 − 0.25)·200) / (1 − 0.25) = 100/0.75
-		{"smoothed", 200, 2, 100, 0.5, 0.5, p, 133.33333333333334},
-		{"saturated: no rise", 200, 2, 300, 0.95, 0.5, p, 200},
-		{"saturated alone: the fall at once", 200, 2, 50, 0.95, 0.5, p, 50},
+		{"smoothed", 200, 2, 100, 0.5, 0.5, p, 133.33333333333334, false},
+		{"saturated: no rise", 200, 2, 300, 0.95, 0.5, p, 200, false},
+		{"saturated alone: the fall at once", 200, 2, 50, 0.95, 0.5, p, 50, false},
+		// the first interval of a loss: (0.5·50 + 0.25·200)/0.75 = 75/0.75
+		{"saturated alone once: fall smoothed", 200, 2, 50, 0.95, 0.5, p, 100, true},
 		// everyone saturated (a burst): (0.5·50 + 0.25·200)/0.75 = 75/0.75
-		{"saturated with the median: fall smoothed", 200, 2, 50, 0.95, 0.95, p, 100},
+		{"saturated with the median: fall smoothed", 200, 2, 50, 0.95, 0.95, p, 100, false},
 		// (0.5·300 + 0.25·200)/0.75 = 200/0.75
-		{"saturation off: rise smoothed", 200, 2, 300, 1, 0.5, off, 266.6666666666667},
+		{"saturation off: rise smoothed", 200, 2, 300, 1, 0.5, off, 266.6666666666667, false},
 	} {
-		if got := UpdateCapacity(tt.est, tt.n, tt.obs, tt.cpu, tt.median, 0, tt.p); math.Abs(got-tt.want) > 1e-9 {
+		if got := UpdateCapacity(tt.est, tt.n, tt.obs, tt.cpu, tt.median, 0, !tt.unconfirmed, tt.p); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("%s: UpdateCapacity = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -503,5 +507,74 @@ func TestCapacityNoiseIsNotWritten(t *testing.T) {
 		if cutAfter < 0 {
 			t.Errorf("seed %d: after a 60 %% loss, not cut to 7 or less within 8 intervals", seed)
 		}
+	}
+}
+
+// TestNothingServedIsNoObservation: a single-core server 100 % busy to
+// which no connection came and from which none ended in an interval (one
+// long request held it; under wlc it is sent nothing while it holds one) is
+// not measured: its estimate of 1000 per unit of busy stands and its weight
+// stays 10. Taken as an observation of 0 — saturated alone, a loss without
+// limit — it was cut to weight 1 at once and back to 10 a cycle or two
+// later.
+func TestNothingServedIsNoObservation(t *testing.T) {
+	e := capacityEngine(t, defaultCoefficients)
+	servers := make([]Server, 4)
+	for k := range servers {
+		o := &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: 600,
+			Probed: true, Polled: true, CPU: 0.6}
+		if k == 2 {
+			o.NewConns, o.CPU = 0, 1
+		}
+		servers[k] = Server{Obs: o, Out: &Decision{},
+			State: &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: 1000, NObs: 5, AnchorSet: true, LossSeen: true}}}
+	}
+	e.Cycle(Service{Reference: 100 * time.Millisecond}, &ServiceState{}, servers, false, time.Unix(1000, 0))
+	d, cs := servers[2].Out, servers[2].State.Capacity
+	if d.Write || cs.Est != 1000 || cs.NObs != 5 || d.Trace.Capacity == nil || !d.Trace.Capacity.NothingServed {
+		t.Errorf("busy, nothing served: write %v to %d, estimate %v after %d observations, step %+v; want no write, 1000 after 5, NothingServed",
+			d.Write, d.To, cs.Est, cs.NObs, d.Trace.Capacity)
+	}
+	if v := d.Verdict(e.Params(), servers[2].Obs); !strings.Contains(v, "no connection arrived or ended this interval") {
+		t.Errorf("verdict %q does not say the interval served nothing", v)
+	}
+}
+
+// TestLossConfirmed: a server saturated alone that served a quarter of its
+// estimate (250 per unit of busy against 1000) is not cut at the first
+// such interval — the estimate is smoothed, 0.3·250 + 0.7·1000 = 775 at
+// smoothing 0.7 after many observations, and the weight kept — and is cut
+// at the second, when the loss is taken at once: 10 × 0.25 → 3.
+func TestLossConfirmed(t *testing.T) {
+	e := capacityEngine(t, defaultCoefficients)
+	states := make([]*ServerState, 4)
+	for k := range states {
+		states[k] = &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: 1000, NObs: 200, AnchorSet: true}}
+	}
+	kernel := 10
+	var ests []float64
+	var cuts []bool
+	var weights []int
+	for i := range 2 {
+		servers := make([]Server, 4)
+		for k := range servers {
+			o := &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: 600,
+				Probed: true, Polled: true, CPU: 0.6}
+			if k == 2 {
+				o.NewConns, o.CPU, o.Kernel = 250, 1, kernel
+			}
+			servers[k] = Server{Obs: o, State: states[k], Out: &Decision{}}
+		}
+		e.Cycle(Service{Reference: 100 * time.Millisecond}, &ServiceState{}, servers, false, time.Unix(int64(1000+5*i), 0))
+		d := servers[2].Out
+		if d.Write {
+			kernel = d.To
+		}
+		weights = append(weights, kernel)
+		ests = append(ests, states[2].Capacity.Est)
+		cuts = append(cuts, d.Trace.Capacity.SaturatedAlone)
+	}
+	if !near(ests[0], 775) || cuts[0] || weights[0] != 10 || !near(ests[1], 250) || !cuts[1] || weights[1] != 3 {
+		t.Errorf("estimates %v, saturated alone %v, weights %v; want 775 then 250, false then true, 10 then 3 (10 × 0.25)", ests, cuts, weights)
 	}
 }

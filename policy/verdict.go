@@ -60,6 +60,9 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 		if c.Next == def {
 			what += fmt.Sprintf(" (within the anchor: the default weight %d)", c.Next)
 		}
+		if tr.Capacity.NothingServed {
+			what += " (estimate kept: busy, no connection arrived or ended this interval — a long request held it)"
+		}
 		if diff == 0 {
 			return fmt.Sprintf("not written: %s; the kernel has %d already", what, c.Next)
 		}
