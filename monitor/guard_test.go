@@ -329,7 +329,8 @@ func TestBacklogGuardLeavesHashingSchedulers(t *testing.T) {
 // the check probes it at once and, refused, takes it out of rotation
 // (down, weight 0) without waiting for the cycle. One that answers the
 // probe keeps its weight; fewer than min_excess ended, a server with
-// active connections, and a service where nobody holds one are not probed.
+// active connections, and a service where nobody holds one (now or at the
+// check before) are not probed.
 func TestBacklogGuardSink(t *testing.T) {
 	r, m := newCapacityRig(t, "")
 	setAllCPU(r, 0.5)
@@ -353,7 +354,8 @@ func TestBacklogGuardSink(t *testing.T) {
 		{20, 0, 100, 20, false, 10, "95 more inactive, none active, peers busy: probed, answers"},
 		{20, 0, 110, 20, true, 10, "10 more inactive: under min_excess (16), not probed"},
 		{20, 3, 160, 20, true, 10, "active connections: not a sink"},
-		{0, 0, 200, 0, true, 10, "nobody holds a connection: no evidence"},
+		{0, 0, 160, 0, true, 10, "the service empties, B's inactive as before: nothing ended"},
+		{0, 0, 200, 0, true, 10, "nobody holds a connection, now or a check ago: no evidence"},
 		{20, 0, 230, 20, true, 0, "30 more, none active, refusing: down at once"},
 	}
 	for _, s := range steps {

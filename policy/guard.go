@@ -90,7 +90,9 @@ func GuardRaise(weight int, ratio float64) int {
 // its connections is established while at least minEnded more ended since
 // the previous check (its inactive connections grew by that many), and its
 // service's servers do hold established connections (median per unit of
-// weight above 0). That is what a dead or refusing server looks like in the
+// weight above 0; the guard passes the larger of this check's and the
+// previous one's, since under wlc a sink soon takes every new connection
+// and its peers' established ones end). That is what a dead or refusing server looks like in the
 // table — every connection it is sent fails and lingers as inactive — and
 // under wlc or sed such a server, with nothing active, is sent almost every
 // new connection until a probe takes it out. A healthy server with very
@@ -348,6 +350,9 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 	}
 	med := medianPerWeight(servers)
 	building := st.BacklogSeen && med > st.BacklogMedian // the service's backlog grows
+	// A sink drains its peers under wlc: judge it against the service as
+	// it is or was a check ago.
+	sinkMed := max(med, st.BacklogMedian)
 	st.BacklogMedian, st.BacklogSeen = med, true
 	for _, sv := range servers {
 		o, gs, d := sv.Obs, &sv.State.Guard, sv.Out
@@ -362,7 +367,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		case gs.Holding():
 			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on)
 		default:
-			e.detect(o, sv.State, d, &tr, med, building, inCycle, on)
+			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on)
 		}
 		if tr.Event != GuardNone || gs.Holding() {
 			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
@@ -375,7 +380,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 
 // detect is guard for a server that is not held: between cycles, a server
 // backlogged (or starved) at two checks in a row is cut (or raised).
-func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med float64, building, inCycle, on bool) {
+func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, g)
@@ -395,7 +400,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
-	sink := on && !inCycle && gs.Checked && Sinking(o.ActiveConns, o.InactiveConns, gs.PrevInactive, med, g.MinExcess)
+	sink := on && !inCycle && gs.Checked && Sinking(o.ActiveConns, o.InactiveConns, gs.PrevInactive, sinkMed, g.MinExcess)
 	ended := o.InactiveConns - gs.PrevInactive
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	gs.PrevInactive, gs.Checked = o.InactiveConns, true

@@ -180,6 +180,17 @@ func TestCheckSink(t *testing.T) {
 	if g == nil || g.Event != GuardSink || g.Ended != 30 || g.Active != 0 {
 		t.Fatalf("B sinking: trace %+v, want GuardSink with 30 ended", g)
 	}
+	// Under wlc a dead server with a large weight is sent nearly every new
+	// connection, and its peers' established ones end: a second later none
+	// holds a connection and the median is 0. The service did hold
+	// connections at the previous check: B is still found.
+	g = check(0, 170, 0)
+	if g == nil || g.Event != GuardSink || g.Ended != 40 {
+		t.Fatalf("B sinking while its peers drained (median 0, 0.4 per unit of weight a check before): trace %+v, want GuardSink with 40 ended", g)
+	}
+	if g := check(0, 200, 0); g != nil && g.Event == GuardSink {
+		t.Fatalf("B with 30 more ended, the service idle at two checks in a row: trace %+v, want no sink", g)
+	}
 }
 
 // TestTakeDownSinks: of the servers found sinking and probed, the ones
