@@ -60,11 +60,14 @@ func TestBacklogGuardRaisesAStarvedServer(t *testing.T) {
 	cycle(t, m)
 	wantWeights(t, r, "C at 0.71×: released", 10, 10, 10)
 
-	// Raised again; then the overload ends: every server at 0 active, C's
-	// ratio 0 but its shortfall 0 too, under half of min_excess: released.
+	// Raised again — with five cycles in, a backlog builds only when the
+	// median reaches twice its usual level at cycles (≈ 5.7 per unit of
+	// weight here): 12, then 14; then the overload ends: every server at 0
+	// active, C's ratio 0 but its shortfall 0 too, under half of
+	// min_excess: released.
 	setActive(t, r, 40, 40, 5)
 	cycle(t, m)
-	for _, n := range []int{50, 60} {
+	for _, n := range []int{120, 140} {
 		setActive(t, r, n, n, 5)
 		guard(t, m)
 	}

@@ -171,6 +171,11 @@ type ServiceState struct {
 	// at the last backlog check (BacklogSeen: there was one).
 	BacklogMedian float64
 	BacklogSeen   bool
+	// MedianLevel is the service's usual median per unit of weight at
+	// cycles (the bias-corrected average UsualLevel uses, over MedianN
+	// cycles; Building).
+	MedianLevel float64
+	MedianN     int
 }
 
 // Observed is one configured server as the monitor observed it in a cycle.

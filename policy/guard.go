@@ -73,6 +73,21 @@ func Starved(ratio, excess float64, building bool, g GuardParams) bool {
 	return building && ratio <= 1/g.Trigger && -excess >= float64(g.MinExcess)
 }
 
+// Building reports whether a service builds a backlog at a check: its
+// median per unit of weight med grew since the previous check and, once
+// its usual median at cycles is known (minLevelCycles), is at least
+// trigger times that. A median that only wanders — single-core servers'
+// queues under heavy-tailed requests rise and fall from one second to the
+// next — grows at every other check; a 32-core server that holds few
+// connections per unit of weight was raised for it and put back at the
+// next cycle, again and again with nothing changing.
+func Building(med float64, st *ServiceState, trigger float64) bool {
+	if !st.BacklogSeen || !(med > st.BacklogMedian) {
+		return false
+	}
+	return st.MedianN < minLevelCycles || med >= trigger*st.MedianLevel
+}
+
 // GuardRaise is the weight a starved server is raised to: its weight
 // divided by its ratio, at most doubled, at most ipvs.MaxWeight.
 func GuardRaise(weight int, ratio float64) int {
@@ -349,7 +364,11 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		on, offForHashing = false, true
 	}
 	med := medianPerWeight(servers)
-	building := st.BacklogSeen && med > st.BacklogMedian // the service's backlog grows
+	building := Building(med, st, g.Trigger)
+	if inCycle {
+		st.MedianN++
+		st.MedianLevel = SmoothCapacity(st.MedianLevel, st.MedianN, med, usualSmoothing)
+	}
 	// A sink drains its peers under wlc: judge it against the service as
 	// it is or was a check ago.
 	sinkMed := max(med, st.BacklogMedian)

@@ -441,3 +441,67 @@ func TestGuardUsualLevel(t *testing.T) {
 		t.Errorf("big server starved while the median grows (0 → 0.1 → 0.3 per unit of weight): raised to %d, want 1000", raisedTo)
 	}
 }
+
+// TestBuilding: a backlog builds when the median grows and, once the
+// service's usual median is known, reaches trigger × it.
+func TestBuilding(t *testing.T) {
+	for _, c := range []struct {
+		med  float64
+		st   ServiceState
+		want bool
+	}{
+		{0.6, ServiceState{}, false},                                                                    // no check before
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5}, true},                                // no usual median yet
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: 0.5, MedianN: 5}, false}, // wanders: 1.2× its usual
+		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 0.6, MedianLevel: 0.5, MedianN: 5}, true},  // 2× its usual
+		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 1.2, MedianLevel: 0.5, MedianN: 5}, false}, // high but falling
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: 0.5, MedianN: 2}, true},  // 2 cycles: not known
+	} {
+		if got := Building(c.med, &c.st, 2); got != c.want {
+			t.Errorf("Building(%v, %+v, 2) = %v, want %v", c.med, c.st, got, c.want)
+		}
+	}
+}
+
+// TestGuardRaiseNeedsABacklog: three servers of weight 100; at five cycles
+// A and B hold 50 (the service's usual median 0.5 per unit of weight) and C
+// 20. At checks C holds 10 while the median wanders up to 0.6: C is far
+// below its share (0.26× of the median times its usual ratio 0.755) but
+// the service is not building a backlog. When the median reaches 1.0 and
+// 1.3 (2× and 2.6× its usual) C is starved at both checks and raised at
+// the second. Counting any growth of the median, C was starved at 0.6
+// already and raised a check earlier, on a median that had only wandered.
+func TestGuardRaiseNeedsABacklog(t *testing.T) {
+	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
+		Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
+		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
+		Guard:        GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	servers := func(active [3]int) []Server {
+		sv := make([]Server, 3)
+		for k := range sv {
+			sv[k] = Server{Obs: &Observed{Record: DestRecord{State: Managed, Written: 100}, Configured: 100, Kernel: 100,
+				ActiveConns: active[k], NewConns: 1000, Probed: true, Polled: true, CPU: 0.5}, State: states[k], Out: &Decision{}}
+		}
+		return sv
+	}
+	for i := range 5 {
+		e.Cycle(Service{Reference: 100 * time.Millisecond}, st, servers([3]int{50, 50, 20}), false, time.Unix(int64(1000+5*i), 0))
+	}
+	if !near(st.MedianLevel, 0.5) || st.MedianN != 5 {
+		t.Fatalf("usual median %v over %d cycles, want 0.5 over 5", st.MedianLevel, st.MedianN)
+	}
+	for i, a := range [][3]int{{50, 50, 10}, {60, 60, 10}, {100, 100, 10}, {130, 130, 10}} {
+		sv := servers(a)
+		e.Check(Service{}, st, sv)
+		d := sv[2].Out
+		if want := i == 3; d.Write != want || want && d.To != 200 {
+			t.Errorf("check %d, active %v: C written %v to %d (%s); want a raise to 200: %v", i, a, d.Write, d.To, d.Reason, want)
+		}
+	}
+}
