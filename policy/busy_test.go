@@ -61,14 +61,13 @@ func capacityEngine(t *testing.T, c Coefficients) *Engine {
 	return e
 }
 
-// bottleneckCycle runs two engine cycles with coefficients c over three
+// bottleneckCycle runs one engine cycle with coefficients c over three
 // CPU-bound peers (CPU 0.6, disk 0.3 busy, 600 connections served: 1000 per
 // unit of busy) and one server with figures odd that served 200
 // connections. Every server is at its default weight 10 with an anchor
 // state from an earlier cycle and an estimate of 1000 per unit of busy
-// (two observations), as on a service that ran evenly until now; the odd
-// server's figures hold for both intervals (a loss is taken at once at its
-// second). It returns the odd server's second decision.
+// (two observations), as on a service that ran evenly until now. It
+// returns the odd server's decision.
 func bottleneckCycle(t *testing.T, c Coefficients, odd ResourceFigures) Decision {
 	t.Helper()
 	e := capacityEngine(t, c)
@@ -76,23 +75,13 @@ func bottleneckCycle(t *testing.T, c Coefficients, odd ResourceFigures) Decision
 		return Server{
 			Obs: &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: served,
 				Probed: true, Polled: true, CPU: f.CPU, IOBusy: f.IOBusy, MemoryPressure: f.MemoryPressure},
-			Out: &Decision{},
+			State: &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: 1000, NObs: 2, AnchorSet: true}},
+			Out:   &Decision{},
 		}
 	}
 	peer := ResourceFigures{CPU: 0.6, IOBusy: 0.3}
-	states := make([]*ServerState, 4)
-	for k := range states {
-		states[k] = &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: 1000, NObs: 2, AnchorSet: true}}
-	}
-	svc := &ServiceState{}
-	var servers []Server
-	for i := range 2 { // a loss is taken at once at its second interval
-		servers = []Server{mk(peer, 600), mk(peer, 600), mk(odd, 200), mk(peer, 600)}
-		for k := range servers {
-			servers[k].State = states[k]
-		}
-		e.Cycle(Service{Reference: 100 * time.Millisecond}, svc, servers, false, time.Unix(int64(1000+5*i), 0))
-	}
+	servers := []Server{mk(peer, 600), mk(peer, 600), mk(odd, 200), mk(peer, 600)}
+	e.Cycle(Service{Reference: 100 * time.Millisecond}, &ServiceState{}, servers, false, time.Unix(1000, 0))
 	return *servers[2].Out
 }
 

@@ -67,9 +67,10 @@ func ServedConnections(newConns int64, activeDelta int) float64 {
 //   - saturated alone (SaturatedAlone), an observation significantly below
 //     the estimate (SignificantLoss, with noise the variance of an
 //     observation's logarithm) is taken at once (lost capacity: bad news
-//     is not smoothed in) when the interval before showed the same
-//     (confirmed): one interval that a few very long requests filled shows
-//     it as often as a real loss does on a single-core server;
+//     is not smoothed in) when it is confirmed: it rests on at least
+//     minLossCount connections served, or the interval before showed the
+//     same — one single-core interval that a few very long requests
+//     filled shows it as often as a real loss does;
 //   - otherwise the observation is smoothed in (SmoothCapacity, p.Smoothing).
 func UpdateCapacity(est float64, n int, obs, busy, medianBusy, noise float64, confirmed bool, p WeightParams) float64 {
 	if n > 1 && p.Saturation > 0 && busy >= p.Saturation && obs > est {
@@ -111,6 +112,13 @@ func SaturatedAlone(busy, medianBusy, sat float64) bool {
 // from a few heavy requests (a single-core server, a heavy-tailed demand)
 // wanders further than the anchor with nothing changed.
 const Significance = 2.0
+
+// minLossCount is how many connections served a saturated-alone loss must
+// rest on to be taken in its first interval: a count of c has a relative
+// standard deviation of about 1/√c (0.22 at 20), and below that a few long
+// requests fill a single-core server's interval as often as a real loss
+// does. Tuned on the training family (10 and 20 tried; 20 kept).
+const minLossCount = 20
 
 // lossSignificance is Significance for one observation: a capacity
 // observation's distribution has a long low tail (an interval that a few
@@ -286,7 +294,8 @@ type CapacityState struct {
 	NNoise  int
 	LastObs float64
 	// LossSeen: the latest observation was a significant loss of a server
-	// saturated alone; a second in a row is taken at once.
+	// saturated alone; a second in a row is taken at once, however few
+	// connections it rests on (minLossCount).
 	LossSeen bool
 }
 
@@ -316,8 +325,8 @@ type CapacityStep struct {
 	Factor float64
 	// SaturatedAlone: busy at least weight.saturation while the service's
 	// median is not (SaturatedAlone), having served significantly less per
-	// unit of busy than the estimate (SignificantLoss), in this interval
-	// and the one before.
+	// unit of busy than the estimate (SignificantLoss), confirmed (at least
+	// minLossCount connections, or the interval before showed the same).
 	SaturatedAlone bool
 	// NothingServed: busy, but no connection arrived or ended this
 	// interval: not a capacity observation (the estimate stands).
@@ -429,9 +438,10 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			}
 			cs.LastObs = obs
 			// A first observation is all there is: significant, and
-			// confirmed.
+			// confirmed. A loss resting on a handful of connections must
+			// show at two intervals in a row (UpdateCapacity).
 			loss := SaturatedAlone(busy, medianBusy, p.Saturation) && (cs.NObs == 0 || SignificantLoss(obs, cs.Est, noise))
-			confirmed := cs.NObs == 0 || cs.LossSeen
+			confirmed := cs.NObs == 0 || cs.LossSeen || served >= minLossCount
 			steps[i].SaturatedAlone = loss && confirmed
 			cs.LossSeen = loss
 			cs.NObs++

@@ -540,41 +540,48 @@ func TestNothingServedIsNoObservation(t *testing.T) {
 	}
 }
 
-// TestLossConfirmed: a server saturated alone that served a quarter of its
-// estimate (250 per unit of busy against 1000) is not cut at the first
-// such interval — the estimate is smoothed, 0.3·250 + 0.7·1000 = 775 at
-// smoothing 0.7 after many observations, and the weight kept — and is cut
-// at the second, when the loss is taken at once: 10 × 0.25 → 3.
+// TestLossConfirmed: a single-core server (20 connections per unit of busy,
+// as its peers) saturated alone that served 5 connections is not cut at the
+// first such interval — the estimate is smoothed, 0.3·5 + 0.7·20 = 15.5 at
+// smoothing 0.7 after many observations, and the weight kept — and is cut at
+// the second, when the loss is taken at once: 10 × 5/20 → 3. The same loss
+// resting on 250 connections (a server of 1000 per unit of busy) is taken
+// in its first interval.
 func TestLossConfirmed(t *testing.T) {
-	e := capacityEngine(t, defaultCoefficients)
-	states := make([]*ServerState, 4)
-	for k := range states {
-		states[k] = &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: 1000, NObs: 200, AnchorSet: true}}
-	}
-	kernel := 10
-	var ests []float64
-	var cuts []bool
-	var weights []int
-	for i := range 2 {
-		servers := make([]Server, 4)
-		for k := range servers {
-			o := &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: 600,
-				Probed: true, Polled: true, CPU: 0.6}
-			if k == 2 {
-				o.NewConns, o.CPU, o.Kernel = 250, 1, kernel
+	run := func(est float64, served int64, intervals int) (ests []float64, cuts []bool, weights []int) {
+		e := capacityEngine(t, defaultCoefficients)
+		states := make([]*ServerState, 4)
+		for k := range states {
+			states[k] = &ServerState{Ctrl: 10, CtrlSet: true, Capacity: CapacityState{Est: est, NObs: 200, AnchorSet: true}}
+		}
+		kernel := 10
+		for i := range intervals {
+			servers := make([]Server, 4)
+			for k := range servers {
+				o := &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: int64(0.6 * est),
+					Probed: true, Polled: true, CPU: 0.6}
+				if k == 2 {
+					o.NewConns, o.CPU, o.Kernel = served, 1, kernel
+				}
+				servers[k] = Server{Obs: o, State: states[k], Out: &Decision{}}
 			}
-			servers[k] = Server{Obs: o, State: states[k], Out: &Decision{}}
+			e.Cycle(Service{Reference: 100 * time.Millisecond}, &ServiceState{}, servers, false, time.Unix(int64(1000+5*i), 0))
+			d := servers[2].Out
+			if d.Write {
+				kernel = d.To
+			}
+			weights = append(weights, kernel)
+			ests = append(ests, states[2].Capacity.Est)
+			cuts = append(cuts, d.Trace.Capacity.SaturatedAlone)
 		}
-		e.Cycle(Service{Reference: 100 * time.Millisecond}, &ServiceState{}, servers, false, time.Unix(int64(1000+5*i), 0))
-		d := servers[2].Out
-		if d.Write {
-			kernel = d.To
-		}
-		weights = append(weights, kernel)
-		ests = append(ests, states[2].Capacity.Est)
-		cuts = append(cuts, d.Trace.Capacity.SaturatedAlone)
+		return ests, cuts, weights
 	}
-	if !near(ests[0], 775) || cuts[0] || weights[0] != 10 || !near(ests[1], 250) || !cuts[1] || weights[1] != 3 {
-		t.Errorf("estimates %v, saturated alone %v, weights %v; want 775 then 250, false then true, 10 then 3 (10 × 0.25)", ests, cuts, weights)
+	ests, cuts, weights := run(20, 5, 2)
+	if !near(ests[0], 15.5) || cuts[0] || weights[0] != 10 || !near(ests[1], 5) || !cuts[1] || weights[1] != 3 {
+		t.Errorf("5 served: estimates %v, saturated alone %v, weights %v; want 15.5 then 5, false then true, 10 then 3 (10 × 0.25)", ests, cuts, weights)
+	}
+	ests, cuts, weights = run(1000, 250, 1)
+	if !near(ests[0], 250) || !cuts[0] || weights[0] != 3 {
+		t.Errorf("250 served: estimate %v, saturated alone %v, weight %v; want 250 at once, a cut to 3", ests, cuts, weights)
 	}
 }
