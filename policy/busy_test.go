@@ -45,16 +45,21 @@ func TestNoResource(t *testing.T) {
 	}
 }
 
-// capacityEngine is an engine with lvs-monitor's default capacity
-// controller settings and coefficients c, availability fall and rise 1.
-func capacityEngine(t *testing.T, c Coefficients) *Engine {
-	t.Helper()
-	e, err := NewEngine(Params{
+// capacityParams are lvs-monitor's default capacity controller settings
+// with coefficients c, availability fall and rise 1, no backlog guard.
+func capacityParams(c Coefficients) Params {
+	return Params{
 		Coefficients: c,
 		Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
 			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
-	})
+	}
+}
+
+// capacityEngine is an engine with capacityParams(c).
+func capacityEngine(t *testing.T, c Coefficients) *Engine {
+	t.Helper()
+	e, err := NewEngine(capacityParams(c))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -334,6 +334,14 @@ func TestGuardUsualRatio(t *testing.T) {
 	}
 }
 
+// guardParams are capacityParams with CPU alone and the backlog guard's
+// defaults.
+func guardParams() Params {
+	p := capacityParams(Coefficients{CPU: 1})
+	p.Guard = GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}
+	return p
+}
+
 // TestUsualLevel: the first reading is the level; then the bias-corrected
 // decay of 0.9, so that an empty first cycle weighs about as much as the
 // next, not 90 %; weight 0 changes nothing.
@@ -366,10 +374,7 @@ func TestUsualLevel(t *testing.T) {
 // big one holds 20, then 12, it is starved at both checks (0.4×, 0.08× the
 // median's share) and raised to 500 ÷ 0.08, at most doubled: 1000.
 func TestGuardUsualLevel(t *testing.T) {
-	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
-		Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
-		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
-		Guard:        GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	p := guardParams()
 	weights := []int{500, 10, 10, 10, 10}
 	servers := func(states []*ServerState, active []int) []Server {
 		sv := make([]Server, len(weights))
@@ -472,10 +477,7 @@ func TestBuilding(t *testing.T) {
 // the second. Counting any growth of the median, C was starved at 0.6
 // already and raised a check earlier, on a median that had only wandered.
 func TestGuardRaiseNeedsABacklog(t *testing.T) {
-	p := Params{Coefficients: Coefficients{CPU: 1}, Weight: WeightParams{Controller: ControllerCapacity, Min: 1, Smoothing: 0.7, Band: 0.2,
-		Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
-		Availability: Availability{FreezeShare: 0.5, Fall: 1, Rise: 1},
-		Guard:        GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true}}
+	p := guardParams()
 	e, err := NewEngine(p)
 	if err != nil {
 		t.Fatal(err)
