@@ -107,10 +107,10 @@ func GuardRaise(weight int, ratio float64) int {
 // service's servers do hold established connections (median per unit of
 // weight above 0; the guard passes the larger of this check's and the
 // previous one's, since under wlc a sink soon takes every new connection
-// and its peers' established ones end). That is what a dead or refusing server looks like in the
-// table — every connection it is sent fails and lingers as inactive — and
-// under wlc or sed such a server, with nothing active, is sent almost every
-// new connection until a probe takes it out. A healthy server with very
+// and its peers' established ones end). That is what a dead or refusing
+// server looks like in the table — every connection it is sent fails and
+// lingers as inactive — and under wlc or sed such a server, with nothing
+// active, is sent almost every new connection until a probe takes it out. A healthy server with very
 // short requests can look the same; the monitor only probes the server
 // early (TakeDownSinks), so a false alarm costs one probe.
 func Sinking(active, inactive, prevInactive int, median float64, minEnded int) bool {
