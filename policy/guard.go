@@ -204,13 +204,17 @@ func UsualLevel(level float64, n, active, weight int) float64 {
 const minLevelCycles = 3
 
 // overLevel reports whether a server holding active connections at weight
-// is over its usual level by the guard's trigger and min_excess; true
-// while the level is not known (minLevelCycles), so that the check
-// against the service decides alone. A starved server is not compared
+// is over its usual level by the guard's trigger and min_excess, where the
+// service's median cannot tell: when its share by the median (share) is
+// under one connection — most of the service idle at that moment. Where
+// it is a connection or more, and while the level is not known
+// (minLevelCycles), it is true: the check against the service decides
+// alone (in an overload every server's level rises with it, and a server
+// that lost capacity would be cut later). A starved server is not compared
 // with its past: it keeps up by holding what it usually holds while the
 // others pile up.
-func (gs GuardState) overLevel(active, weight int, g GuardParams) bool {
-	if gs.LevelN < minLevelCycles {
+func (gs GuardState) overLevel(active, weight int, share float64, g GuardParams) bool {
+	if share >= 1 || gs.LevelN < minLevelCycles {
 		return true
 	}
 	ratio, excess := BacklogRatio(active, weight, gs.Level)
@@ -402,7 +406,8 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
-	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, g)
+	share := gs.expectedMedian(med) * float64(o.Kernel) // what the median says it holds
+	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, share, g)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
 	// At every cycle, over or under as well: a server that is always
 	// below its share is what the usual ratio is for. A server in slow

@@ -284,9 +284,7 @@ func TestGuardUsualRatio(t *testing.T) {
 		st := &ServiceState{}
 		states := make([]*ServerState, 3)
 		for i := range states {
-			// and the level that ratio means at the median's 2 connections
-			// per unit of weight, learnt over enough cycles to count
-			states[i] = &ServerState{Guard: GuardState{Usual: usual[i], Level: 2 * usual[i], LevelN: minLevelCycles}}
+			states[i] = &ServerState{Guard: GuardState{Usual: usual[i]}}
 		}
 		var last []Decision
 		for _, a := range active {
@@ -431,6 +429,32 @@ func TestGuardUsualLevel(t *testing.T) {
 	check(e, st, states, []int{45, 0, 0, 0, 0})
 	if d := check(e, st, states, []int{60, 0, 0, 0, 0}); !d.Write || d.To != 1 {
 		t.Errorf("big server at 45 then 60, usually 20: write %v to %d, want a cut to 1", d.Write, d.To)
+	}
+
+	// Where the median's share is a connection or more it decides alone:
+	// usually holding 600 (1.2 per unit of weight), the big server at 600
+	// and 650 while the small ones hold 5 each (median 0.5: its share 250)
+	// is 2.4× and 2.6× that, growing — cut to 500 ÷ 2.6 = 192, although
+	// it is within its own level (an overload raises every level).
+	start600 := func() (*Engine, *ServiceState, []*ServerState) {
+		e, err := NewEngine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &ServiceState{}
+		states := make([]*ServerState, len(weights))
+		for k := range states {
+			states[k] = &ServerState{}
+		}
+		for i := range 5 {
+			e.Cycle(Service{Reference: 100 * time.Millisecond}, st, servers(states, []int{600, 0, 0, 0, 0}), false, time.Unix(int64(1000+5*i), 0))
+		}
+		return e, st, states
+	}
+	e, st, states = start600()
+	check(e, st, states, []int{600, 5, 5, 5, 5})
+	if d := check(e, st, states, []int{650, 5, 5, 5, 5}); !d.Write || d.To != 192 {
+		t.Errorf("big server at 600 then 650, usually 600, median share 250: write %v to %d, want a cut to 192", d.Write, d.To)
 	}
 
 	// Starved: a server that keeps up holds what it usually holds while
