@@ -383,9 +383,9 @@ func TestGuardUsualLevel(t *testing.T) {
 		}
 		return sv
 	}
-	// start runs cycles at which the big server holds 20 and the others
-	// none (no cycle at all: no level known).
-	start := func(cycles int) (*Engine, *ServiceState, []*ServerState) {
+	// start runs cycles at which the big server holds big connections and
+	// the others none (no cycle at all: no level known).
+	start := func(cycles, big int) (*Engine, *ServiceState, []*ServerState) {
 		e, err := NewEngine(p)
 		if err != nil {
 			t.Fatal(err)
@@ -396,7 +396,7 @@ func TestGuardUsualLevel(t *testing.T) {
 			states[k] = &ServerState{}
 		}
 		for i := range cycles {
-			sv := servers(states, []int{20, 0, 0, 0, 0})
+			sv := servers(states, []int{big, 0, 0, 0, 0})
 			e.Cycle(Service{Reference: 100 * time.Millisecond}, st, sv, false, time.Unix(int64(1000+5*i), 0))
 			for k, s := range sv {
 				if s.Out.Write {
@@ -417,7 +417,7 @@ func TestGuardUsualLevel(t *testing.T) {
 		return *sv[0].Out
 	}
 
-	e, st, states := start(5)
+	e, st, states := start(5, 20)
 	if g := states[0].Guard; g.LevelN != 5 || !near(g.Level, 0.04) {
 		t.Fatalf("level after 5 cycles at 20 of 500: %v (%d cycles), want 0.04", g.Level, g.LevelN)
 	}
@@ -436,22 +436,7 @@ func TestGuardUsualLevel(t *testing.T) {
 	// and 650 while the small ones hold 5 each (median 0.5: its share 250)
 	// is 2.4× and 2.6× that, growing — cut to 500 ÷ 2.6 = 192, although
 	// it is within its own level (an overload raises every level).
-	start600 := func() (*Engine, *ServiceState, []*ServerState) {
-		e, err := NewEngine(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &ServiceState{}
-		states := make([]*ServerState, len(weights))
-		for k := range states {
-			states[k] = &ServerState{}
-		}
-		for i := range 5 {
-			e.Cycle(Service{Reference: 100 * time.Millisecond}, st, servers(states, []int{600, 0, 0, 0, 0}), false, time.Unix(int64(1000+5*i), 0))
-		}
-		return e, st, states
-	}
-	e, st, states = start600()
+	e, st, states = start(5, 600)
 	check(e, st, states, []int{600, 5, 5, 5, 5})
 	if d := check(e, st, states, []int{650, 5, 5, 5, 5}); !d.Write || d.To != 192 {
 		t.Errorf("big server at 600 then 650, usually 600, median share 250: write %v to %d, want a cut to 192", d.Write, d.To)
@@ -459,7 +444,7 @@ func TestGuardUsualLevel(t *testing.T) {
 
 	// Starved: a server that keeps up holds what it usually holds while
 	// the others pile up, so its level is not asked.
-	e, st, states = start(5)
+	e, st, states = start(5, 20)
 	raisedTo := 0
 	for _, a := range [][]int{{20, 1, 1, 1, 1}, {12, 3, 3, 3, 3}} {
 		if d := check(e, st, states, a); d.Write {
