@@ -128,6 +128,14 @@ func TestMalformedDocument(t *testing.T) {
 	a := newClient(t, c, "a")
 	cli := c.Client(t)
 	ctx := context.Background()
+	// A malformed read leaves Up as the last operation left it: wait for
+	// the lease, the client's first operation, so that it is up (under
+	// load the first read came before the grant).
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !a.WaitLease(wctx) {
+		t.Fatal("no lease within 30 s")
+	}
 	for _, bad := range []string{"{",
 		"lvs-feedback-state 1 x 5 1\ns 10.0.0.1:80/tcp\nd 10.0.1.1:80 managed 70000 10 0 0 0 - 0 0 0 0\n", // weight out of range
 		"lvs-feedback-state 2 x 5 1\n",   // another format version
