@@ -172,10 +172,8 @@ type ServiceState struct {
 	BacklogMedian float64
 	BacklogSeen   bool
 	// MedianLevel is the service's usual median per unit of weight at
-	// cycles (the bias-corrected average UsualLevel uses, over MedianN
-	// cycles; Building).
-	MedianLevel float64
-	MedianN     int
+	// cycles (Building).
+	MedianLevel Level
 }
 
 // Observed is one configured server as the monitor observed it in a cycle.

@@ -85,7 +85,7 @@ func Building(med float64, st *ServiceState, trigger float64) bool {
 	if !st.BacklogSeen || !(med > st.BacklogMedian) {
 		return false
 	}
-	return st.MedianN < minLevelCycles || med >= trigger*st.MedianLevel
+	return !st.MedianLevel.Known() || med >= trigger*st.MedianLevel.Value
 }
 
 // GuardRaise is the weight a starved server is raised to: its weight
@@ -110,9 +110,10 @@ func GuardRaise(weight int, ratio float64) int {
 // and its peers' established ones end). That is what a dead or refusing
 // server looks like in the table — every connection it is sent fails and
 // lingers as inactive — and under wlc or sed such a server, with nothing
-// active, is sent almost every new connection until a probe takes it out. A healthy server with very
-// short requests can look the same; the monitor only probes the server
-// early (TakeDownSinks), so a false alarm costs one probe.
+// active, is sent almost every new connection until a probe takes it out.
+// A healthy server with very short requests can look the same; the
+// monitor only probes the server early (TakeDownSinks), so a false alarm
+// costs one probe.
 func Sinking(active, inactive, prevInactive int, median float64, minEnded int) bool {
 	return active == 0 && median > 0 && inactive-prevInactive >= max(minEnded, 1)
 }
@@ -148,10 +149,8 @@ type GuardState struct {
 	// known yet, taken as 1). It outlives a hold.
 	Usual float64
 	// Level is the active connections per unit of weight the server
-	// usually holds at cycles (UsualLevel, over LevelN cycles). It
-	// outlives a hold.
-	Level  float64
-	LevelN int
+	// usually holds at cycles. It outlives a hold.
+	Level Level
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -182,25 +181,31 @@ func UsualRatio(usual, ratio float64) float64 {
 	return usualSmoothing*usual + (1-usualSmoothing)*clamp(ratio, usualMin, usualMax)
 }
 
-// UsualLevel folds the active connections per unit of weight a server
-// holds at its n-th cycle (n ≥ 1) into its usual level: the
+// Level is the usual value of a figure read at cycles — a server's active
+// connections per unit of weight, a service's median of them: the
 // bias-corrected decay of SmoothCapacity, 0.9 per cycle, so that the first
-// cycles — a monitor's start, an empty service — count as one among the
+// cycles (a monitor's start, an empty service) count as one among the
 // next, not as the level. The median per unit of weight is no reference
 // when most of a service's servers are idle at a given moment (many
 // single-core servers at moderate load): it is then 0, and any server
 // holding connections would look backlogged — a 32-core server holding its
 // usual 20 was cut to weight 1. A backlog is also a pile-up against the
 // server's own past.
-func UsualLevel(level float64, n, active, weight int) float64 {
-	if weight <= 0 {
-		return level
-	}
-	return SmoothCapacity(level, n, float64(active)/float64(weight), usualSmoothing)
+type Level struct {
+	Value float64
+	N     int // readings folded in
 }
 
-// minLevelCycles is how many cycles a server's usual level needs before it
-// counts.
+// Fold takes the reading x of a cycle.
+func (l *Level) Fold(x float64) {
+	l.N++
+	l.Value = SmoothCapacity(l.Value, l.N, x, usualSmoothing)
+}
+
+// Known reports whether enough cycles are in for the level to count.
+func (l Level) Known() bool { return l.N >= minLevelCycles }
+
+// minLevelCycles is how many cycles a level needs before it counts.
 const minLevelCycles = 3
 
 // overLevel reports whether a server holding active connections at weight
@@ -214,19 +219,19 @@ const minLevelCycles = 3
 // with its past: it keeps up by holding what it usually holds while the
 // others pile up.
 func (gs GuardState) overLevel(active, weight int, share float64, g GuardParams) bool {
-	if share >= 1 || gs.LevelN < minLevelCycles {
+	if share >= 1 || !gs.Level.Known() {
 		return true
 	}
-	ratio, excess := BacklogRatio(active, weight, gs.Level)
+	ratio, excess := BacklogRatio(active, weight, gs.Level.Value)
 	return ratio >= g.Trigger && excess >= float64(g.MinExcess)
 }
 
 // levelText names the server's usual level at weight for a reason.
 func (gs GuardState) levelText(weight int) string {
-	if gs.LevelN < minLevelCycles {
+	if !gs.Level.Known() {
 		return ""
 	}
-	return fmt.Sprintf(" where it usually holds %.1f", gs.Level*float64(weight))
+	return fmt.Sprintf(" where it usually holds %.1f", gs.Level.Value*float64(weight))
 }
 
 // usual is the server's usual backlog ratio, 1 while none is known.
@@ -370,8 +375,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 	med := medianPerWeight(servers)
 	building := Building(med, st, g.Trigger)
 	if inCycle {
-		st.MedianN++
-		st.MedianLevel = SmoothCapacity(st.MedianLevel, st.MedianN, med, usualSmoothing)
+		st.MedianLevel.Fold(med)
 	}
 	// A sink drains its peers under wlc: judge it against the service as
 	// it is or was a check ago.
@@ -418,8 +422,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		gs.Usual = UsualRatio(gs.Usual, raw)
 	}
 	if inCycle && st.RampStart.IsZero() {
-		gs.LevelN++
-		gs.Level = UsualLevel(gs.Level, gs.LevelN, o.ActiveConns, o.Kernel)
+		gs.Level.Fold(float64(o.ActiveConns) / float64(o.Kernel)) // Kernel > 0: in rotation
 	}
 	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
 	// A server in slow start is below its share on purpose.
@@ -436,7 +439,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
+		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level}
 		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("backlog: %d active connections%s, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, gs.levelText(o.Kernel), ratio, med, gs.usual()), 1)
 	case raise:
@@ -444,7 +447,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
+		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level}
 		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's usual share while the service's backlog grows (median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	}
@@ -480,7 +483,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level, LevelN: gs.LevelN}
+		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level}
 		return
 	}
 	gs.PrevActive = o.ActiveConns

@@ -340,23 +340,24 @@ func guardParams() Params {
 	return p
 }
 
-// TestUsualLevel: the first reading is the level; then the bias-corrected
+// TestLevel: the first reading is the level; then the bias-corrected
 // decay of 0.9, so that an empty first cycle weighs about as much as the
-// next, not 90 %; weight 0 changes nothing.
-func TestUsualLevel(t *testing.T) {
+// next, not 90 %; known from the third reading.
+func TestLevel(t *testing.T) {
 	for _, c := range []struct {
-		level             float64
-		n, active, weight int
-		want              float64
+		level   Level
+		x, want float64
+		known   bool
 	}{
-		{0, 1, 20, 500, 0.04},                      // 20 ÷ 500
-		{0.04, 2, 40, 500, 0.0116 / 0.19},          // (0.1·0.08 + 0.09·0.04) ÷ (1 − 0.81)
-		{0, 2, 20, 500, 0.004 / 0.19},              // an empty first cycle, then 20 of 500
-		{0.004 / 0.19, 3, 20, 500, 0.0076 / 0.271}, // (0.1·0.04 + 0.171·0.0211) ÷ (1 − 0.729)
-		{1.5, 4, 5, 0, 1.5},                        // weight 0
+		{Level{}, 20.0 / 500, 0.04, false},                             // 20 ÷ 500
+		{Level{Value: 0.04, N: 1}, 40.0 / 500, 0.0116 / 0.19, false},   // (0.1·0.08 + 0.09·0.04) ÷ (1 − 0.81)
+		{Level{N: 1}, 20.0 / 500, 0.004 / 0.19, false},                 // an empty first cycle, then 20 of 500
+		{Level{Value: 0.004 / 0.19, N: 2}, 0.04, 0.0076 / 0.271, true}, // (0.1·0.04 + 0.171·0.0211) ÷ (1 − 0.729)
 	} {
-		if got := UsualLevel(c.level, c.n, c.active, c.weight); !near(got, c.want) {
-			t.Errorf("UsualLevel(%v, %d, %d, %d) = %v, want %v", c.level, c.n, c.active, c.weight, got, c.want)
+		l := c.level
+		l.Fold(c.x)
+		if !near(l.Value, c.want) || l.N != c.level.N+1 || l.Known() != c.known {
+			t.Errorf("%+v.Fold(%v) = %+v (known %v), want %v after %d (known %v)", c.level, c.x, l, l.Known(), c.want, c.level.N+1, c.known)
 		}
 	}
 }
@@ -418,8 +419,8 @@ func TestGuardUsualLevel(t *testing.T) {
 	}
 
 	e, st, states := start(5, 20)
-	if g := states[0].Guard; g.LevelN != 5 || !near(g.Level, 0.04) {
-		t.Fatalf("level after 5 cycles at 20 of 500: %v (%d cycles), want 0.04", g.Level, g.LevelN)
+	if g := states[0].Guard; g.Level.N != 5 || !near(g.Level.Value, 0.04) {
+		t.Fatalf("level after 5 cycles at 20 of 500: %+v, want 0.04 over 5", g.Level)
 	}
 	for _, a := range []int{22, 24} {
 		if d := check(e, st, states, []int{a, 0, 0, 0, 0}); d.Write {
@@ -464,12 +465,12 @@ func TestBuilding(t *testing.T) {
 		st   ServiceState
 		want bool
 	}{
-		{0.6, ServiceState{}, false},                                                                    // no check before
-		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5}, true},                                // no usual median yet
-		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: 0.5, MedianN: 5}, false}, // wanders: 1.2× its usual
-		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 0.6, MedianLevel: 0.5, MedianN: 5}, true},  // 2× its usual
-		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 1.2, MedianLevel: 0.5, MedianN: 5}, false}, // high but falling
-		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: 0.5, MedianN: 2}, true},  // 2 cycles: not known
+		{0.6, ServiceState{}, false},                                                                            // no check before
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5}, true},                                        // no usual median yet
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: Level{Value: 0.5, N: 5}}, false}, // wanders: 1.2× its usual
+		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 0.6, MedianLevel: Level{Value: 0.5, N: 5}}, true},  // 2× its usual
+		{1.0, ServiceState{BacklogSeen: true, BacklogMedian: 1.2, MedianLevel: Level{Value: 0.5, N: 5}}, false}, // high but falling
+		{0.6, ServiceState{BacklogSeen: true, BacklogMedian: 0.5, MedianLevel: Level{Value: 0.5, N: 2}}, true},  // 2 cycles: not known
 	} {
 		if got := Building(c.med, &c.st, 2); got != c.want {
 			t.Errorf("Building(%v, %+v, 2) = %v, want %v", c.med, c.st, got, c.want)
@@ -504,8 +505,8 @@ func TestGuardRaiseNeedsABacklog(t *testing.T) {
 	for i := range 5 {
 		e.Cycle(Service{Reference: 100 * time.Millisecond}, st, servers([3]int{50, 50, 20}), false, time.Unix(int64(1000+5*i), 0))
 	}
-	if !near(st.MedianLevel, 0.5) || st.MedianN != 5 {
-		t.Fatalf("usual median %v over %d cycles, want 0.5 over 5", st.MedianLevel, st.MedianN)
+	if !near(st.MedianLevel.Value, 0.5) || st.MedianLevel.N != 5 {
+		t.Fatalf("usual median %+v, want 0.5 over 5", st.MedianLevel)
 	}
 	for i, a := range [][3]int{{50, 50, 10}, {60, 60, 10}, {100, 100, 10}, {130, 130, 10}} {
 		sv := servers(a)
