@@ -36,6 +36,10 @@ const (
 	PolIdeal   = "ideal"
 	PolOracle  = "oracle"
 	PolPooled  = "pooled"
+	// PolIdealPoll is the ideal weights as they stand at each of the
+	// policy's ticks (every interval): what a controller that polls at the
+	// interval and knew exactly what it saw could reach.
+	PolIdealPoll = "ideal-poll"
 )
 
 // DefaultPolicies is the policy set of a bench run, in table order.
@@ -87,7 +91,7 @@ check = "0s"
 // BuiltinPolicy returns the spec of a built-in policy name.
 func BuiltinPolicy(name string) (PolicySpec, error) {
 	switch name {
-	case PolEqual, PolNominal, PolIdeal, PolOracle, PolPooled:
+	case PolEqual, PolNominal, PolIdeal, PolOracle, PolPooled, PolIdealPoll:
 		return PolicySpec{Name: name}, nil
 	case PolLVS:
 		return PolicySpec{Name: name, Monitor: LVSConfigTOML}, nil
@@ -106,7 +110,7 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		}
 		return PolicySpec{Name: name, IdealLag: d}, nil
 	}
-	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-lag:DURATION; or NAME=monitor.toml)",
+	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-poll, ideal-lag:DURATION; or NAME=monitor.toml)",
 		name, strings.Join(DefaultPolicies, ", "))
 }
 
@@ -135,6 +139,8 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 		return &staticPolicy{name: p.Name, interval: iv, weights: nominalWeights}, nil
 	case PolIdeal:
 		return &idealPolicy{name: PolIdeal}, nil
+	case PolIdealPoll:
+		return &idealPolicy{name: PolIdealPoll, poll: iv}, nil
 	case PolOracle:
 		return &oraclePolicy{}, nil
 	case PolPooled:
@@ -192,10 +198,14 @@ func (p *staticPolicy) Route(*run, int) int         { return -1 }
 // every server's true current capacity, rewritten the instant anything
 // changes (0 for a failed or drained server). With a lag it writes them
 // that long after each event instead: the best a controller can do that
-// learns of every change exactly, but lag seconds late.
+// learns of every change exactly, but lag seconds late. With a poll period
+// it writes them only at its ticks, as they stand then: the best a
+// controller can do that looks once a period — a change waits for the
+// next look, between 0 and one period.
 type idealPolicy struct {
 	name    string
 	lag     float64
+	poll    float64
 	pending []pendingWeights // lagged writes, in time order
 }
 
@@ -211,7 +221,10 @@ const idealLagStep = 0.05
 func (p *idealPolicy) Name() string { return p.name }
 func (*idealPolicy) Kernel() bool   { return true }
 func (p *idealPolicy) Interval() float64 {
-	if p.lag > 0 {
+	switch {
+	case p.poll > 0:
+		return p.poll
+	case p.lag > 0:
 		return idealLagStep
 	}
 	return 0
@@ -223,13 +236,20 @@ func (*idealPolicy) Start(r *run) error {
 	return nil
 }
 func (p *idealPolicy) Tick(r *run) {
+	if p.poll > 0 {
+		p.write(r, r.idealWeights())
+		return
+	}
 	for len(p.pending) > 0 && p.pending[0].at <= r.now {
 		p.write(r, p.pending[0].weights)
 		p.pending = p.pending[1:]
 	}
 }
 func (p *idealPolicy) AfterEvent(r *run, _ *EventSpec) {
-	if p.lag > 0 {
+	switch {
+	case p.poll > 0:
+		return // written at the next tick
+	case p.lag > 0:
 		p.pending = append(p.pending, pendingWeights{at: r.now + p.lag, weights: r.idealWeights()})
 		return
 	}
