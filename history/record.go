@@ -136,6 +136,7 @@ type Capacity struct {
 	Weight         int      `json:"weight"`                    // its weight for the server; 0: no estimate yet
 	Factor         *float64 `json:"factor,omitempty"`          // capacity per unit of default weight ÷ the service's median
 	SaturatedAlone bool     `json:"saturated_alone,omitempty"` // busy at saturation while the median is not, and a significant loss
+	BacklogCut     bool     `json:"backlog_cut,omitempty"`     // held cut by the backlog guard with a factor below the anchor: moved at once
 	CPU            float64  `json:"cpu"`                       // the CPU busy fraction
 	// Busy is the busy fraction the estimate used, that of Bottleneck
 	// ("cpu", "disk", "memory"); both absent in records written before

@@ -242,9 +242,9 @@ type AnchorState struct {
 func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
 	switch {
-	case st.Deviating && d < math.Max(p.Anchor/2, stderr):
+	case st.Deviating && d < returnWidth(stderr, p):
 		st = AnchorState{}
-	case !st.Deviating && (d > math.Max(p.Anchor, Significance*stderr) || (saturatedAlone && f < 1-p.Anchor)):
+	case !st.Deviating && (d > leaveWidth(stderr, p) || (saturatedAlone && f < 1-p.Anchor)):
 		st.Beyond++
 		if (saturatedAlone && f < 1) || st.Beyond >= p.Confirm {
 			st = AnchorState{Deviating: true}
@@ -256,6 +256,18 @@ func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorSt
 		return def, st
 	}
 	return int(clamp(math.Round(float64(def)*f), float64(p.Min), ipvs.MaxWeight)), st
+}
+
+// leaveWidth is how far from 1 a factor known with relative standard
+// error stderr must be before a server at its default weight counts as
+// beyond the anchor; returnWidth how close a server off its default must
+// come to return (half the anchor: hysteresis).
+func leaveWidth(stderr float64, p WeightParams) float64 {
+	return math.Max(p.Anchor, Significance*stderr)
+}
+
+func returnWidth(stderr float64, p WeightParams) float64 {
+	return math.Max(p.Anchor/2, stderr)
 }
 
 // UpperBoundWeight is AnchoredWeight for a factor that is only an upper
@@ -328,6 +340,11 @@ type CapacityStep struct {
 	// unit of busy than the estimate (SignificantLoss), confirmed (at least
 	// minLossCount connections, or the interval before showed the same).
 	SaturatedAlone bool
+	// BacklogCut: the backlog guard holds the server cut at this cycle and
+	// its factor is below the anchor: its connections piled up, evidence
+	// of lost capacity independent of its estimate's noise, so it moves
+	// at once (as SaturatedAlone).
+	BacklogCut bool
 	// NothingServed: busy, but no connection arrived or ended this
 	// interval: not a capacity observation (the estimate stands).
 	NothingServed bool
@@ -346,6 +363,29 @@ type CapacityStep struct {
 	// 0 while the noise is not known (fewer than minNoisePairs pairs of
 	// observations).
 	Error float64
+	// Within is the anchor's half-width the factor was held to this cycle
+	// (anchored only): weight.anchor, or Significance standard errors of
+	// the estimate when wider — for a server off its default weight the
+	// return's (leaveWidth, returnWidth). Beyond is how many intervals in
+	// a row a server at its default weight has now been beyond it; it
+	// moves at weight.confirm.
+	Within float64
+	Beyond int
+}
+
+// anchorText says where the factor stood against the anchor, for a server
+// kept at (or back to) its default weight: "within ±15%", "within ±34% (2
+// standard errors of its estimate)", "beyond ±34% (…) for 2 of 5
+// intervals in a row".
+func (c CapacityStep) anchorText(p WeightParams) string {
+	width := fmt.Sprintf("±%.0f%%", c.Within*100)
+	if c.Within > p.Anchor && c.Within == Significance*c.Error {
+		width += fmt.Sprintf(" (%g standard errors of its estimate)", Significance)
+	}
+	if c.Beyond > 0 {
+		return fmt.Sprintf("beyond %s for %d of %d intervals in a row", width, c.Beyond, p.Confirm)
+	}
+	return "within " + width
 }
 
 // busyText is the bottleneck and its busy fraction in words, "disk 97%
@@ -477,17 +517,25 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			if !cs.AnchorSet { // a start, a takeover: a server off its default was moved there
 				cs.Anchor, cs.AnchorSet = AnchorState{Deviating: o.Kernel != def}, true
 			}
+			gs := servers[i].State.Guard
+			steps[i].BacklogCut = gs.Holding() && !gs.Raised && f < 1-p.Anchor
+			lost := steps[i].SaturatedAlone || steps[i].BacklogCut
+			steps[i].Within = leaveWidth(steps[i].Error, p)
+			if cs.Anchor.Deviating {
+				steps[i].Within = returnWidth(steps[i].Error, p)
+			}
 			switch {
 			case math.IsNaN(f):
 			case lowerBoundMedian && !peers[i].Idle:
-				if w, next, ok := UpperBoundWeight(def, f, steps[i].Error, steps[i].SaturatedAlone, o.Kernel, cs.Anchor, p); ok {
+				if w, next, ok := UpperBoundWeight(def, f, steps[i].Error, lost, o.Kernel, cs.Anchor, p); ok {
 					steps[i].Weight, cs.Anchor = w, next
 				} else {
 					steps[i].UpperBoundKept = true
 				}
 			default:
-				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].Error, steps[i].SaturatedAlone, cs.Anchor, p)
+				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].Error, lost, cs.Anchor, p)
 			}
+			steps[i].Beyond = cs.Anchor.Beyond
 		}
 	} else {
 		for i, sv := range servers {
@@ -524,7 +572,7 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	to := rampWeight(st.Ctrl, ramp, p.Min)
 	// A change within the estimate's noise is not written either.
 	band := p.Band
-	if !c.SaturatedAlone {
+	if !c.SaturatedAlone && !c.BacklogCut {
 		band = math.Max(band, Significance*c.Error)
 	}
 	rule := fmt.Sprintf("band %.0f%%", band*100)
@@ -554,7 +602,9 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	case p.Anchor <= 0:
 		reason = fmt.Sprintf("capacity share %d of %d", c.Weight, p.Resolution)
 	case c.Weight == def:
-		reason = fmt.Sprintf("capacity %.2f× its default weight's share, within %.0f%%: default weight", c.Factor, p.Anchor*100)
+		reason = fmt.Sprintf("capacity %.2f× its default weight's share, %s: default weight", c.Factor, c.anchorText(p))
+	case c.BacklogCut:
+		reason = fmt.Sprintf("capacity %.2f× its default weight's share, held cut by the backlog guard: taken at once", c.Factor)
 	default:
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share", c.Factor)
 	}

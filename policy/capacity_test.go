@@ -585,3 +585,63 @@ func TestLossConfirmed(t *testing.T) {
 		t.Errorf("250 served: estimate %v, saturated alone %v, weight %v; want 250 at once, a cut to 3", ests, cuts, weights)
 	}
 }
+
+// TestBacklogCut: four servers of default weight 10; three serve 1000
+// connections per unit of busy, one 720 (500 and 360 at CPU 0.5: not
+// saturated), its estimate 720 after many intervals, its observation noise
+// 0.16 (σ 0.4, a single-core server's). Its factor is 0.72 (720 ÷ the
+// median 1000), its standard error √(0.16·0.3/1.7) = 0.168, so the anchor
+// widens to ±34 % and 0.72 is within it: the default weight stays. Held
+// cut by the backlog guard — its connections piled up, evidence that does
+// not come from the estimate — the same factor moves it at once to
+// round(10 × 0.72) = 7. A raise held by the guard, or a factor within the
+// plain anchor (0.9), is no such evidence.
+func TestBacklogCut(t *testing.T) {
+	p := WeightParams{Anchor: 0.15, Confirm: 5, Min: 1, Smoothing: 0.7, Saturation: 0.9, Band: 0.2}
+	stderr := math.Sqrt(0.16 * 0.3 / 1.7)
+	for _, tt := range []struct {
+		name       string
+		served     int64
+		guard      GuardState
+		weight     int
+		backlogCut bool
+		beyond     int
+		reason     string // the Step's reason when the kernel weight is 4 (the guard's cut)
+	}{
+		{"within the widened anchor", 360, GuardState{}, 10, false, 0, "capacity 0.72× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
+		{"held cut by the guard", 360, GuardState{Weight: 4, From: 10, Restore: 10}, 7, true, 0, "capacity 0.72× its default weight's share, held cut by the backlog guard: taken at once"},
+		{"held raised by the guard", 360, GuardState{Weight: 20, From: 10, Restore: 10, Raised: true}, 10, false, 0, "capacity 0.72× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
+		{"cut, within the plain anchor", 450, GuardState{Weight: 4, From: 10, Restore: 10}, 10, false, 0, "capacity 0.90× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
+		{"beyond the widened anchor, not yet confirmed", 300, GuardState{}, 10, false, 1, "capacity 0.60× its default weight's share, beyond ±34% (2 standard errors of its estimate) for 1 of 5 intervals in a row: default weight"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			est := float64(tt.served) / 0.5
+			servers := make([]Server, 4)
+			for k := range servers {
+				o := &Observed{Record: DestRecord{State: Managed, Written: 10}, Configured: 10, Kernel: 10, NewConns: 500, Probed: true, Polled: true, CPU: 0.5}
+				cs := CapacityState{Est: 1000, NObs: 100, AnchorSet: true}
+				st := &ServerState{Ctrl: 10, CtrlSet: true}
+				if k == 2 {
+					o.NewConns, o.Kernel = tt.served, 4
+					cs = CapacityState{Est: est, NObs: 100, Noise: 0.16, NNoise: 10, AnchorSet: true}
+					st.Guard = tt.guard
+				}
+				st.Capacity = cs
+				servers[k] = Server{Obs: o, State: st, Out: &Decision{}}
+			}
+			capacityController{coef: Coefficients{CPU: 1}}.Measure(p, servers, false)
+			c := servers[2].Out.Trace.Capacity
+			if !near(c.Error, stderr) || !near(c.Within, 2*stderr) || !near(c.Factor, est/1000) {
+				t.Fatalf("error %v, within %v, factor %v; want %v, %v, %v", c.Error, c.Within, c.Factor, stderr, 2*stderr, est/1000)
+			}
+			if c.Weight != tt.weight || c.BacklogCut != tt.backlogCut || c.Beyond != tt.beyond {
+				t.Errorf("weight %d, backlog cut %v, beyond %d; want %d, %v, %d", c.Weight, c.BacklogCut, c.Beyond, tt.weight, tt.backlogCut, tt.beyond)
+			}
+			st, d := servers[2].State, servers[2].Out
+			capacityController{}.Step(p, servers[2].Obs, st, 1, d)
+			if d.Reason != tt.reason {
+				t.Errorf("reason %q\nwant   %q", d.Reason, tt.reason)
+			}
+		})
+	}
+}

@@ -58,7 +58,7 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 		def := o.Record.DefaultWeight(o.Configured)
 		what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", tr.Capacity.Factor) + tr.Capacity.bottleneckNote()
 		if c.Next == def {
-			what += fmt.Sprintf(" (within the anchor: the default weight %d)", c.Next)
+			what += fmt.Sprintf(" (%s: the default weight %d)", tr.Capacity.anchorText(p.Weight), c.Next)
 		}
 		if tr.Capacity.NothingServed {
 			what += " (estimate kept: busy, no connection arrived or ended this interval — a long request held it)"

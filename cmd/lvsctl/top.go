@@ -327,7 +327,8 @@ func respText(s api.ServerStatus) string {
 
 // capacityText is the capacity controller's factor (capacity per unit of
 // default weight ÷ the service's median), "×1.08"; "sat" marks a server
-// saturated while its peers are not.
+// saturated while its peers are not, "cut" one the backlog guard holds cut
+// (either moves at once).
 func capacityText(c *api.Capacity) string {
 	if c == nil || c.Factor == nil {
 		return "-"
@@ -335,6 +336,9 @@ func capacityText(c *api.Capacity) string {
 	t := fmt.Sprintf("×%.2f", *c.Factor)
 	if c.SaturatedAlone {
 		t += " sat"
+	}
+	if c.BacklogCut {
+		t += " cut"
 	}
 	return t
 }

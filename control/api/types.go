@@ -272,6 +272,10 @@ type Capacity struct {
 	// is not, and served significantly less per unit of busy than its
 	// estimate: it has lost capacity, and its weight falls at once.
 	SaturatedAlone bool `json:"saturated_alone,omitempty"`
+	// BacklogCut: the backlog guard holds the server cut and its factor
+	// is below the anchor: its weight falls at once, as when saturated
+	// alone.
+	BacklogCut bool `json:"backlog_cut,omitempty"`
 }
 
 // Inputs are a server's normalised inputs (0 idle, 1 fully loaded).
