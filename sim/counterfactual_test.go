@@ -197,34 +197,44 @@ func TestIdealLag(t *testing.T) {
 }
 
 // TestIdealPoll: the polled counterfactual writes the ideal weights at its
-// first tick after the event — the ticks fall every interval from the
-// seeded phase every kernel policy shares — so it settles then, with the
-// ideal's writes.
+// first tick after the event — the ticks fall every period from the seeded
+// phase every kernel policy shares, the scenario's interval (5 s) for
+// "ideal-poll" — so it settles then, with the ideal's writes.
 func TestIdealPoll(t *testing.T) {
 	sc := shorten(loadShipped(t, "background"), 260*time.Second, 20*time.Second)
-	polled, err := BuiltinPolicy("ideal-poll")
-	if err != nil {
-		t.Fatal(err)
-	}
 	id, err := RunOne(sc, 1, "wrr", PolicySpec{Name: PolIdeal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := RunOne(sc, 1, "wrr", polled)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name   string
+		period float64
+	}{{"ideal-poll", sc.Interval.Seconds()}, {"ideal-poll:1s", 1}, {"ideal-poll:2500ms", 2.5}} {
+		polled, err := BuiltinPolicy(tt.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := RunOne(sc, 1, "wrr", polled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		iv := tt.period
+		phase := newRand(1, streamTick).Float64() * iv
+		wait := phase + iv*math.Ceil((200-phase)/iv) - 200 // first tick at or after the event at 200 s
+		if wait < 0 || wait >= iv {
+			t.Fatalf("%s: test arithmetic: wait %v s outside [0, %v)", tt.name, wait, iv)
+		}
+		if len(pl.Settle) != 1 || pl.Settle[0] < math.Floor(wait) || pl.Settle[0] > math.Ceil(wait)+1 {
+			t.Errorf("%s settled after %v s, want %.2f (the next tick, within the 1 s sampling)", tt.name, pl.Settle, wait)
+		}
+		if pl.Writes != id.Writes {
+			t.Errorf("%s: writes per server per minute %v, ideal %v; want the same writes", tt.name, pl.Writes, id.Writes)
+		}
 	}
-	iv := sc.Interval.Seconds()
-	phase := newRand(1, streamTick).Float64() * iv
-	wait := phase + iv*math.Ceil((200-phase)/iv) - 200 // first tick at or after the event at 200 s
-	if wait < 0 || wait >= iv {
-		t.Fatalf("test arithmetic: wait %v s outside [0, %v)", wait, iv)
-	}
-	if len(pl.Settle) != 1 || pl.Settle[0] < math.Floor(wait) || pl.Settle[0] > math.Ceil(wait)+1 {
-		t.Errorf("ideal-poll settled after %v s, want %.2f (the next tick, within the 1 s sampling)", pl.Settle, wait)
-	}
-	if pl.Writes != id.Writes {
-		t.Errorf("writes per server per minute: polled %v, ideal %v; want the same writes", pl.Writes, id.Writes)
+	for _, bad := range []string{"ideal-poll:0s", "ideal-poll:-1s", "ideal-poll:often"} {
+		if _, err := BuiltinPolicy(bad); err == nil {
+			t.Errorf("BuiltinPolicy(%q): no error", bad)
+		}
 	}
 }
 

@@ -56,6 +56,9 @@ type PolicySpec struct {
 	// IdealLag, for an "ideal-lag:DURATION" policy, delays the
 	// ideal-weights counterfactual's writes by DURATION.
 	IdealLag time.Duration
+	// IdealPoll, for an "ideal-poll:DURATION" policy, is its period
+	// ("ideal-poll" alone: the scenario's interval).
+	IdealPoll time.Duration
 }
 
 // LVSConfigTOML is the LVS dynamic-feedback formula exactly as documented:
@@ -103,6 +106,15 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 	// ideal-lag:DURATION — the ideal weights, written DURATION after each
 	// capacity event: the limit of a controller that learns of an event
 	// that much later.
+	// ideal-poll:DURATION — the ideal weights as they stand every
+	// DURATION: the limit of a controller that looks that often.
+	if rest, ok := strings.CutPrefix(name, PolIdealPoll+":"); ok {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d <= 0 {
+			return PolicySpec{}, fmt.Errorf("policy %q: period must be a positive duration such as 1s", name)
+		}
+		return PolicySpec{Name: name, IdealPoll: d}, nil
+	}
 	if rest, ok := strings.CutPrefix(name, "ideal-lag:"); ok {
 		d, err := time.ParseDuration(rest)
 		if err != nil || d <= 0 {
@@ -110,7 +122,7 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		}
 		return PolicySpec{Name: name, IdealLag: d}, nil
 	}
-	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-poll, ideal-lag:DURATION; or NAME=monitor.toml)",
+	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-poll[:DURATION], ideal-lag:DURATION; or NAME=monitor.toml)",
 		name, strings.Join(DefaultPolicies, ", "))
 }
 
@@ -125,6 +137,8 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 		return newMonitorPolicy(p.Name, p.Monitor, sc)
 	case p.IdealLag > 0:
 		return &idealPolicy{name: p.Name, lag: p.IdealLag.Seconds()}, nil
+	case p.IdealPoll > 0:
+		return &idealPolicy{name: p.Name, poll: p.IdealPoll.Seconds()}, nil
 	}
 	switch p.Name {
 	case PolEqual:

@@ -45,7 +45,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-sim", flag.ContinueOnError)
-	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", ideal-poll, ideal-lag:DURATION, or NAME=monitor.toml")
+	policies := fs.String("policies", strings.Join(sim.DefaultPolicies, ","), "comma-separated `policies`: built-ins "+strings.Join(sim.DefaultPolicies, ", ")+", ideal-poll[:DURATION], ideal-lag:DURATION, or NAME=monitor.toml")
 	var extra listFlag
 	fs.Var(&extra, "monitor", "add a policy `NAME=FILE` running the real monitor with FILE (monitor TOML without [[service]]); repeatable")
 	scheds := fs.String("sched", "", "comma-separated kernel `schedulers` (default: each scenario's list)")
