@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"lvs-feedback/monitor"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -241,8 +242,10 @@ func TestIdealPoll(t *testing.T) {
 // TestBacklogGuardInTheLoop: with the default configuration the real
 // monitor's backlog guard runs between its cycles in the simulator: when
 // the background job takes 60 % of b's CPU at 200 s, b's weight is cut
-// within 3 s (two 1 s checks of the table) — before the 5 s cycle could
-// have measured it — and the cycles still run every interval.
+// within 4 s (the backlog builds within a second or two, then two 1 s
+// checks of the table) — before the first cycle whose interval lies wholly
+// after the event, the first that could have measured it — and the cycles
+// still run every interval.
 func TestBacklogGuardInTheLoop(t *testing.T) {
 	sc := shorten(loadShipped(t, "background"), 260*time.Second, 20*time.Second)
 	spec, _ := BuiltinPolicy(PolDefault)
@@ -259,12 +262,52 @@ func TestBacklogGuardInTheLoop(t *testing.T) {
 			break
 		}
 	}
-	if cut < 0 || cut-event > 3 {
-		t.Errorf("b's weight first lowered at %.1fs, want within 3 s of the event at %.0fs", cut, event)
+	iv := sc.Interval.Seconds()
+	first := newRand(1, streamTick).Float64() * iv
+	measured := first + iv*math.Ceil((event+iv-first)/iv) // first cycle at or after event + interval
+	if cut < 0 || cut-event > 4 || cut >= measured {
+		t.Errorf("b's weight first lowered at %.1fs, want within 4 s of the event at %.0fs and before the cycle at %.1fs", cut, event, measured)
 	}
 	mp := r.pol.(*monitorPolicy)
 	last := mp.m.Last().Start.Sub(simEpoch).Seconds()
 	if end := sc.Duration.Seconds(); last < end-5 || last > end {
 		t.Errorf("the last cycle started at %.1fs, want within the last 5 s interval before %.0fs", last, end)
+	}
+}
+
+// TestCyclePhase: the default monitor's cycles (guard checks every second
+// between them) fall at the same moments as the static and polled
+// policies' looks — fraction u of the interval from the seeded phase, then
+// every interval — so that no policy learns of an event earlier by luck.
+func TestCyclePhase(t *testing.T) {
+	sc := shorten(loadShipped(t, "background"), 40*time.Second, 10*time.Second)
+	spec, err := BuiltinPolicy(PolDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range []uint64{1, 2, 3} {
+		pol, err := newMonitorPolicy(spec.Name, spec.Monitor, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cycles []float64
+		pol.onCycle = func(now float64, _ monitor.CycleReport) { cycles = append(cycles, now) }
+		r, err := newRun(sc, NewStream(sc, seed), seed, "wrr", pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.loop(); err != nil {
+			t.Fatal(err)
+		}
+		iv := sc.Interval.Seconds()
+		first := newRand(seed, streamTick).Float64() * iv
+		if len(cycles) != 8 {
+			t.Fatalf("seed %d: %d cycles in 40 s, want 8 (every %v s)", seed, len(cycles), iv)
+		}
+		for i, at := range cycles {
+			if want := first + float64(i)*iv; math.Abs(at-want) > 1e-6 {
+				t.Errorf("seed %d: cycle %d at %.6f s, want %.6f (the static policies' look)", seed, i, at, want)
+			}
+		}
 	}
 }

@@ -80,6 +80,13 @@ func newMonitorPolicy(name, base string, sc *Scenario) (*monitorPolicy, error) {
 	return &monitorPolicy{name: name, cfg: cfg, tick: tick}, nil
 }
 
+// phase puts the first cycle at fraction u of the interval, as every
+// policy's, and the ticks (guard checks) on a grid through it.
+func (p *monitorPolicy) phase(u float64) float64 {
+	p.nextCycle = u * p.cfg.Interval.Seconds()
+	return math.Mod(p.nextCycle, p.tick)
+}
+
 func (p *monitorPolicy) Name() string      { return p.name }
 func (p *monitorPolicy) Kernel() bool      { return true }
 func (p *monitorPolicy) Interval() float64 { return p.tick }

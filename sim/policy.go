@@ -27,6 +27,13 @@ type policy interface {
 	Route(r *run, req int) int
 }
 
+// cyclePhaser is a policy whose ticks are finer than its cycles (the
+// monitor: guard checks between cycles). phase places its first cycle at
+// fraction u of its cycle interval and returns its first tick.
+type cyclePhaser interface {
+	phase(u float64) float64
+}
+
 // Policy names of the baselines and references.
 const (
 	PolEqual   = "equal"

@@ -449,8 +449,15 @@ func (r *run) loop() error {
 	if iv := r.pol.Interval(); iv > 0 {
 		// The controller started at some moment unrelated to the
 		// scenario's events: its first cycle falls at a seeded random
-		// phase of its interval.
-		r.schedule(newRand(r.seed, streamTick).Float64()*iv, evTick, 0, 0)
+		// phase of its interval — the same fraction of it for every
+		// policy, so that policies of one interval look at the same
+		// moments and none is luckier with an event than another.
+		u := newRand(r.seed, streamTick).Float64()
+		first := u * iv
+		if c, ok := r.pol.(cyclePhaser); ok {
+			first = c.phase(u)
+		}
+		r.schedule(first, evTick, 0, 0)
 	}
 	ph := newRand(r.seed, streamPhase)
 	win := r.sc.Agent.Window.Seconds()
