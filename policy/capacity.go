@@ -363,12 +363,12 @@ type CapacityStep struct {
 	// 0 while the noise is not known (fewer than minNoisePairs pairs of
 	// observations).
 	Error float64
-	// Within is the anchor's half-width the factor was held to this cycle
-	// (anchored only): weight.anchor, or Significance standard errors of
-	// the estimate when wider — for a server off its default weight the
-	// return's (leaveWidth, returnWidth). Beyond is how many intervals in
-	// a row a server at its default weight has now been beyond it; it
-	// moves at weight.confirm.
+	// Within is the half-width about 1 the factor was held to this cycle
+	// (anchored only): for a server at its default weight the anchor's,
+	// weight.anchor or Significance standard errors of the estimate when
+	// wider (leaveWidth); for one off it the return's (returnWidth).
+	// Beyond is how many intervals in a row a server at its default
+	// weight has now been beyond it; it moves at weight.confirm.
 	Within float64
 	Beyond int
 }

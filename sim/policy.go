@@ -110,9 +110,6 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		// a configuration that sets nothing but the service.
 		return PolicySpec{Name: name, Monitor: "# monitor defaults\n"}, nil
 	}
-	// ideal-lag:DURATION — the ideal weights, written DURATION after each
-	// capacity event: the limit of a controller that learns of an event
-	// that much later.
 	// ideal-poll:DURATION — the ideal weights as they stand every
 	// DURATION: the limit of a controller that looks that often.
 	if rest, ok := strings.CutPrefix(name, PolIdealPoll+":"); ok {
@@ -122,6 +119,9 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		}
 		return PolicySpec{Name: name, IdealPoll: d}, nil
 	}
+	// ideal-lag:DURATION — the ideal weights, written DURATION after each
+	// capacity event: the limit of a controller that learns of an event
+	// that much later.
 	if rest, ok := strings.CutPrefix(name, "ideal-lag:"); ok {
 		d, err := time.ParseDuration(rest)
 		if err != nil || d <= 0 {
