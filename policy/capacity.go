@@ -241,10 +241,11 @@ type AnchorState struct {
 // def·f, never below p.Min nor above ipvs.MaxWeight.
 func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorState, p WeightParams) (int, AnchorState) {
 	d := math.Abs(f - 1)
+	width := anchorWidth(st.Deviating, stderr, p)
 	switch {
-	case st.Deviating && d < returnWidth(stderr, p):
+	case st.Deviating && d < width:
 		st = AnchorState{}
-	case !st.Deviating && (d > leaveWidth(stderr, p) || (saturatedAlone && f < 1-p.Anchor)):
+	case !st.Deviating && (d > width || (saturatedAlone && f < 1-p.Anchor)):
 		st.Beyond++
 		if (saturatedAlone && f < 1) || st.Beyond >= p.Confirm {
 			st = AnchorState{Deviating: true}
@@ -258,16 +259,16 @@ func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorSt
 	return int(clamp(math.Round(float64(def)*f), float64(p.Min), ipvs.MaxWeight)), st
 }
 
-// leaveWidth is how far from 1 a factor known with relative standard
-// error stderr must be before a server at its default weight counts as
-// beyond the anchor; returnWidth how close a server off its default must
-// come to return (half the anchor: hysteresis).
-func leaveWidth(stderr float64, p WeightParams) float64 {
+// anchorWidth is the half-width about 1 that AnchoredWeight holds a
+// factor known with relative standard error stderr to: for a server at its
+// default weight (not deviating), how far it must be to count as beyond
+// the anchor; for one off it, how close it must come to return (half the
+// anchor: hysteresis).
+func anchorWidth(deviating bool, stderr float64, p WeightParams) float64 {
+	if deviating {
+		return math.Max(p.Anchor/2, stderr)
+	}
 	return math.Max(p.Anchor, Significance*stderr)
-}
-
-func returnWidth(stderr float64, p WeightParams) float64 {
-	return math.Max(p.Anchor/2, stderr)
 }
 
 // UpperBoundWeight is AnchoredWeight for a factor that is only an upper
@@ -364,14 +365,20 @@ type CapacityStep struct {
 	// observations).
 	Error float64
 	// Within is the half-width about 1 the factor was held to this cycle
-	// (anchored only): for a server at its default weight the anchor's,
-	// weight.anchor or Significance standard errors of the estimate when
-	// wider (leaveWidth); for one off it the return's (returnWidth).
+	// (anchored only, anchorWidth): for a server at its default weight the
+	// anchor's, weight.anchor or Significance standard errors of the
+	// estimate when wider; for one off it the return's.
 	// Beyond is how many intervals in a row a server at its default
 	// weight has now been beyond it; it moves at weight.confirm.
 	Within float64
 	Beyond int
 }
+
+// lostAtOnce reports whether the step has evidence of lost capacity that
+// does not come from the estimate's noise — saturated alone, or held cut
+// by the backlog guard — so the server moves at once, not after
+// weight.confirm intervals, and by more than its noise band.
+func (c CapacityStep) lostAtOnce() bool { return c.SaturatedAlone || c.BacklogCut }
 
 // anchorText says where the factor stood against the anchor, for a server
 // kept at (or back to) its default weight: "within ±15%", "within ±34% (2
@@ -519,11 +526,8 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			}
 			gs := servers[i].State.Guard
 			steps[i].BacklogCut = gs.Holding() && !gs.Raised && f < 1-p.Anchor
-			lost := steps[i].SaturatedAlone || steps[i].BacklogCut
-			steps[i].Within = leaveWidth(steps[i].Error, p)
-			if cs.Anchor.Deviating {
-				steps[i].Within = returnWidth(steps[i].Error, p)
-			}
+			lost := steps[i].lostAtOnce()
+			steps[i].Within = anchorWidth(cs.Anchor.Deviating, steps[i].Error, p)
 			switch {
 			case math.IsNaN(f):
 			case lowerBoundMedian && !peers[i].Idle:
@@ -572,7 +576,7 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	to := rampWeight(st.Ctrl, ramp, p.Min)
 	// A change within the estimate's noise is not written either.
 	band := p.Band
-	if !c.SaturatedAlone && !c.BacklogCut {
+	if !c.lostAtOnce() {
 		band = math.Max(band, Significance*c.Error)
 	}
 	rule := fmt.Sprintf("band %.0f%%", band*100)
