@@ -2,9 +2,12 @@ package scheduler
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,6 +266,164 @@ func TestListenerUnderFlood(t *testing.T) {
 	}
 	if allocated > 64<<20 {
 		t.Errorf("%.1f MiB allocated under garbage frames", float64(allocated)/(1<<20))
+	}
+}
+
+// sourceFlood runs perSource attackers from each of the source addresses
+// against addr until stop is closed or each has made rounds connections:
+// an attacker holds its connection, silent, until the listener closes it,
+// then opens another at once. made counts the connections opened, failed
+// the dials that failed.
+func sourceFlood(addr string, sources []netip.Addr, perSource, rounds int, stop <-chan struct{}) (wait func(), made, failed *atomic.Int64) {
+	var wg sync.WaitGroup
+	made, failed = new(atomic.Int64), new(atomic.Int64)
+	for _, src := range sources {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 10 * time.Second}
+		for range perSource {
+			wg.Go(func() {
+				var b [256]byte
+				for range rounds {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c, err := d.Dial("tcp", addr)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					made.Add(1)
+					for {
+						c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+						_, err := c.Read(b[:])
+						if err == nil {
+							continue
+						}
+						if !isTimeout(err) {
+							break // closed by the listener
+						}
+						select {
+						case <-stop:
+							c.Close()
+							return
+						default:
+						}
+					}
+					c.Close()
+				}
+			})
+		}
+	}
+	return wg.Wait, made, failed
+}
+
+// pushOnce runs a new pusher from src (a peer that has just restarted:
+// a new connection) and reports whether its one attempt to send a
+// message was accepted, and if not why.
+func pushOnce(t *testing.T, k *Key, addr string, src netip.Addr, epoch uint64) (bool, string) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
+	p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{addr}, RetryInterval: time.Hour,
+		DialTimeout: 20 * time.Second, IOTimeout: 20 * time.Second,
+		Dial: func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }})
+	defer stop()
+	p.Publish(Message{Epoch: epoch, Writer: true, Snapshot: sampleSnapshot()})
+	waitFor(t, 60*time.Second, "the push's outcome", func() bool { s := p.Status()[0]; return s.Sent+s.Failed > 0 })
+	s := p.Status()[0]
+	return s.Sent == 1, s.LastError
+}
+
+// TestListenerPeerThroughSourceFlood: ten source addresses
+// (127.0.0.10-19) reconnect in a loop, six connections each at a time,
+// each holding its connection silent until the listener closes it. The
+// real peer, from 127.0.0.2, pushes 30 times, each from a new connection
+// (a restarted pusher), after at least 40 attacker connections each
+// time: at least 29 pushes must be accepted. Then ten peers each push once
+// from an address never seen before (the first contact of a peer): each
+// must get through as well. The listener's connections stay within its
+// bounds throughout: the unauthenticated ones within the total plus the
+// per-source share of the known peers' addresses, and its connection
+// goroutines near that. Everything counts events; the flood stops once
+// the pushes are done (or after a bounded number of connections).
+func TestListenerPeerThroughSourceFlood(t *testing.T) {
+	leakCheck(t)
+	k := testKey(t, 7)
+	l := startListener(t, ListenerConfig{Self: "b", Key: k, Addr: "127.0.0.1:0", Senders: []string{"a"}}, func(Message) {})
+	addr := l.Addr().String()
+	var sources []netip.Addr
+	for i := range 10 {
+		sources = append(sources, netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + i)}))
+	}
+	stop := make(chan struct{})
+	wait, made, failed := sourceFlood(addr, sources, 6, 50_000, stop)
+	stopped := false
+	end := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wait()
+		}
+	}
+	defer end()
+	waitFor(t, 60*time.Second, "the flood filling the unauthenticated slots", func() bool {
+		return l.ConnStats().Unauthenticated >= DefaultMaxUnauthenticated
+	})
+
+	epoch := uint64(0)
+	// push pushes count times, each from the address src(i), once the
+	// attackers have made 40 more connections; it returns how many were
+	// accepted, the reasons of the others, and how many began with the
+	// unauthenticated slots full.
+	push := func(count int, src func(i int) netip.Addr) (ok, full int, why []string) {
+		for i := range count {
+			from := made.Load()
+			waitFor(t, 60*time.Second, "40 more attacker connections", func() bool { return made.Load() >= from+40 })
+			if l.ConnStats().Unauthenticated >= DefaultMaxUnauthenticated {
+				full++
+			}
+			epoch++
+			if good, e := pushOnce(t, k, addr, src(i), epoch); good {
+				ok++
+			} else {
+				why = append(why, e)
+			}
+		}
+		return ok, full, why
+	}
+	before := l.ConnStats()
+	peer := netip.MustParseAddr("127.0.0.2")
+	ok, full, why := push(30, func(int) netip.Addr { return peer })
+	after := l.ConnStats()
+	t.Logf("the peer from %v: %d of 30 pushes accepted (%d began with the unauthenticated slots full); attackers closed meanwhile: %d evicted, %d turned away",
+		peer, ok, full, after.Evicted-before.Evicted, after.TurnedAway-before.TurnedAway)
+	if len(why) > 0 {
+		t.Logf("failures: %s", strings.Join(why[:min(len(why), 3)], "; "))
+	}
+	if ok < 29 {
+		t.Errorf("the peer from %v: %d of 30 pushes accepted, want at least 29", peer, ok)
+	}
+	if after.Evicted+after.TurnedAway-before.Evicted-before.TurnedAway < 30*40/2 {
+		t.Errorf("the flood barely pressed the listener during the pushes: %+v then %+v", before, after)
+	}
+
+	ok, full, why = push(10, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(40 + i)}) })
+	t.Logf("ten peers, each from a new address: %d of 10 pushes accepted (%d began with the unauthenticated slots full)", ok, full)
+	if len(why) > 0 {
+		t.Logf("failures: %s", strings.Join(why[:min(len(why), 3)], "; "))
+	}
+	if ok < 10 {
+		t.Errorf("first contact: %d of 10 pushes accepted, want 10", ok)
+	}
+	end()
+
+	l.mu.Lock()
+	peakPend, peakLive := l.peakPend, l.peakLive
+	l.mu.Unlock()
+	t.Logf("attacker connections: %d (%d dials failed); listener at peak: %d unauthenticated connections, %d connection goroutines; %+v",
+		made.Load(), failed.Load(), peakPend, peakLive, l.ConnStats())
+	if bound := DefaultMaxUnauthenticated + 8*DefaultMaxUnauthenticatedPerSource; peakPend > bound {
+		t.Errorf("%d unauthenticated connections at once, bound %d", peakPend, bound)
 	}
 }
 

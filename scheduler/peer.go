@@ -551,7 +551,11 @@ type Listener struct {
 	npend   int
 	nauth   int
 	stats   ConnStats
-	senders map[string]SenderStatus
+	// live counts connections whose goroutine has not finished (closed
+	// ones included, until their goroutine sees it); peakLive and
+	// peakPend are the most there have been at once.
+	live, peakLive, peakPend int
+	senders                  map[string]SenderStatus
 }
 
 // lconn is one connection to the listener.
@@ -769,6 +773,8 @@ func (l *Listener) track(c net.Conn) *lconn {
 	l.conns[lc] = struct{}{}
 	l.pending[lc.src] = append(l.pending[lc.src], lc)
 	l.npend++
+	l.live++
+	l.peakPend, l.peakLive = max(l.peakPend, l.npend), max(l.peakLive, l.live)
 	return lc
 }
 
@@ -798,6 +804,7 @@ func (l *Listener) untrack(lc *lconn) {
 	lc.c.Close()
 	l.mu.Lock()
 	l.remove(lc)
+	l.live--
 	l.mu.Unlock()
 }
 
