@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"runtime"
@@ -334,6 +336,97 @@ func pushOnce(t *testing.T, k *Key, addr string, src netip.Addr, epoch uint64) (
 	return s.Sent == 1, s.LastError
 }
 
+// sourceFloodRun is a listener under a sourceFlood, with its peers
+// pushing.
+type sourceFloodRun struct {
+	t            *testing.T
+	l            *Listener
+	k            *Key
+	made, failed *atomic.Int64
+	stop         chan struct{}
+	wait         func()
+	epoch        uint64
+}
+
+// startSourceFlood floods l from the sources, perSource connections each,
+// until end is called (or a bound on the connections is reached), and
+// waits for the flood to fill the others' unauthenticated slots.
+func startSourceFlood(t *testing.T, l *Listener, k *Key, sources []netip.Addr, perSource int) *sourceFloodRun {
+	t.Helper()
+	f := &sourceFloodRun{t: t, l: l, k: k, stop: make(chan struct{})}
+	f.wait, f.made, f.failed = sourceFlood(l.Addr().String(), sources, perSource, 50_000, f.stop)
+	t.Cleanup(f.end)
+	waitFor(t, 60*time.Second, "the flood filling the unauthenticated slots", func() bool { return f.full() })
+	return f
+}
+
+// full reports whether the slots shared by all but the peers' sources
+// are taken.
+func (f *sourceFloodRun) full() bool {
+	s := f.l.ConnStats()
+	return s.Unauthenticated-s.FromPeerSources >= DefaultMaxUnauthenticated
+}
+
+// end stops the flood and waits for its goroutines; it is idempotent.
+func (f *sourceFloodRun) end() {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	f.wait()
+}
+
+// push pushes count times, each from the address src(i) on a new
+// connection, once the attackers have made 40 more connections. It
+// returns how many pushes were accepted, why the others were not, and how
+// many began with the others' slots full.
+func (f *sourceFloodRun) push(count int, src func(i int) netip.Addr) (ok, full int, why []string) {
+	f.t.Helper()
+	for i := range count {
+		from := f.made.Load()
+		waitFor(f.t, 60*time.Second, "40 more attacker connections", func() bool { return f.made.Load() >= from+40 })
+		if f.full() {
+			full++
+		}
+		f.epoch++
+		if good, e := pushOnce(f.t, f.k, f.l.Addr().String(), src(i), f.epoch); good {
+			ok++
+		} else {
+			why = append(why, e)
+		}
+	}
+	if len(why) > 0 {
+		f.t.Logf("failures: %s", strings.Join(why[:min(len(why), 3)], "; "))
+	}
+	return ok, full, why
+}
+
+// peaks returns the most unauthenticated connections and connection
+// goroutines l held at once, and checks them against its bounds with
+// known peers' sources.
+func (f *sourceFloodRun) peaks(known int) (pend, live int) {
+	f.t.Helper()
+	f.l.mu.Lock()
+	pend, live = f.l.peakPend, f.l.peakLive
+	f.l.mu.Unlock()
+	if bound := DefaultMaxUnauthenticated + known*DefaultMaxUnauthenticatedPerSource; pend > bound {
+		f.t.Errorf("%d unauthenticated connections at once, bound %d", pend, bound)
+	}
+	if live > cap(f.l.slots) {
+		f.t.Errorf("%d connection goroutines at once, bound %d", live, cap(f.l.slots))
+	}
+	return pend, live
+}
+
+func loopbacks(a, b byte, n int) []netip.Addr {
+	var out []netip.Addr
+	for i := range n {
+		out = append(out, netip.AddrFrom4([4]byte{127, 0, a, b + byte(i)}))
+	}
+	return out
+}
+
 // TestListenerPeerThroughSourceFlood: ten source addresses
 // (127.0.0.10-19) reconnect in a loop, six connections each at a time,
 // each holding its connection silent until the listener closes it. The
@@ -343,63 +436,21 @@ func pushOnce(t *testing.T, k *Key, addr string, src netip.Addr, epoch uint64) (
 // from an address never seen before (the first contact of a peer): each
 // must get through as well. The listener's connections stay within its
 // bounds throughout: the unauthenticated ones within the total plus the
-// per-source share of the known peers' addresses, and its connection
-// goroutines near that. Everything counts events; the flood stops once
+// per-source share of the known peers' sources, its connection goroutines
+// within their semaphore. Everything counts events; the flood stops once
 // the pushes are done (or after a bounded number of connections).
 func TestListenerPeerThroughSourceFlood(t *testing.T) {
 	leakCheck(t)
 	k := testKey(t, 7)
 	l := startListener(t, ListenerConfig{Self: "b", Key: k, Addr: "127.0.0.1:0", Senders: []string{"a"}}, func(Message) {})
-	addr := l.Addr().String()
-	var sources []netip.Addr
-	for i := range 10 {
-		sources = append(sources, netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + i)}))
-	}
-	stop := make(chan struct{})
-	wait, made, failed := sourceFlood(addr, sources, 6, 50_000, stop)
-	stopped := false
-	end := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wait()
-		}
-	}
-	defer end()
-	waitFor(t, 60*time.Second, "the flood filling the unauthenticated slots", func() bool {
-		return l.ConnStats().Unauthenticated >= DefaultMaxUnauthenticated
-	})
+	f := startSourceFlood(t, l, k, loopbacks(0, 10, 10), 6)
 
-	epoch := uint64(0)
-	// push pushes count times, each from the address src(i), once the
-	// attackers have made 40 more connections; it returns how many were
-	// accepted, the reasons of the others, and how many began with the
-	// unauthenticated slots full.
-	push := func(count int, src func(i int) netip.Addr) (ok, full int, why []string) {
-		for i := range count {
-			from := made.Load()
-			waitFor(t, 60*time.Second, "40 more attacker connections", func() bool { return made.Load() >= from+40 })
-			if l.ConnStats().Unauthenticated >= DefaultMaxUnauthenticated {
-				full++
-			}
-			epoch++
-			if good, e := pushOnce(t, k, addr, src(i), epoch); good {
-				ok++
-			} else {
-				why = append(why, e)
-			}
-		}
-		return ok, full, why
-	}
 	before := l.ConnStats()
 	peer := netip.MustParseAddr("127.0.0.2")
-	ok, full, why := push(30, func(int) netip.Addr { return peer })
+	ok, full, _ := f.push(30, func(int) netip.Addr { return peer })
 	after := l.ConnStats()
-	t.Logf("the peer from %v: %d of 30 pushes accepted (%d began with the unauthenticated slots full); attackers closed meanwhile: %d evicted, %d turned away",
+	t.Logf("the peer from %v: %d of 30 pushes accepted (%d began with the others' slots full); attackers closed meanwhile: %d evicted, %d turned away",
 		peer, ok, full, after.Evicted-before.Evicted, after.TurnedAway-before.TurnedAway)
-	if len(why) > 0 {
-		t.Logf("failures: %s", strings.Join(why[:min(len(why), 3)], "; "))
-	}
 	if ok < 29 {
 		t.Errorf("the peer from %v: %d of 30 pushes accepted, want at least 29", peer, ok)
 	}
@@ -407,23 +458,191 @@ func TestListenerPeerThroughSourceFlood(t *testing.T) {
 		t.Errorf("the flood barely pressed the listener during the pushes: %+v then %+v", before, after)
 	}
 
-	ok, full, why = push(10, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(40 + i)}) })
-	t.Logf("ten peers, each from a new address: %d of 10 pushes accepted (%d began with the unauthenticated slots full)", ok, full)
-	if len(why) > 0 {
-		t.Logf("failures: %s", strings.Join(why[:min(len(why), 3)], "; "))
-	}
+	ok, full, _ = f.push(10, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(40 + i)}) })
+	t.Logf("ten peers, each from a new address: %d of 10 pushes accepted (%d began with the others' slots full)", ok, full)
 	if ok < 10 {
 		t.Errorf("first contact: %d of 10 pushes accepted, want 10", ok)
 	}
-	end()
+	f.end()
+	pend, live := f.peaks(maxKnownSources)
+	t.Logf("attacker connections: %d (%d dials failed); listener at peak: %d unauthenticated connections, %d connection goroutines (bound %d); %+v",
+		f.made.Load(), f.failed.Load(), pend, live, cap(l.slots), l.ConnStats())
+}
 
+// TestListenerKnownPeerThroughManySources: 48 source addresses
+// (127.0.1.1-48), two connections each, more sources than slots: a new
+// source can no longer take a slot from one holding more, and a peer's
+// first contact is as likely to be turned away as an attacker's. A peer
+// that has authenticated before from 127.0.0.2 has slots of its own
+// there: at least 29 of its 30 pushes are accepted.
+func TestListenerKnownPeerThroughManySources(t *testing.T) {
+	leakCheck(t)
+	k := testKey(t, 7)
+	l := startListener(t, ListenerConfig{Self: "b", Key: k, Addr: "127.0.0.1:0", Senders: []string{"a"}}, func(Message) {})
+	peer := netip.MustParseAddr("127.0.0.2")
+	if ok, why := pushOnce(t, k, l.Addr().String(), peer, 1); !ok {
+		t.Fatalf("the peer's push before the flood: %s", why)
+	}
+	f := startSourceFlood(t, l, k, loopbacks(1, 1, 48), 2)
+	f.epoch = 1
+	ok, full, _ := f.push(30, func(int) netip.Addr { return peer })
+	t.Logf("the known peer from %v: %d of 30 pushes accepted (%d began with the others' slots full)", peer, ok, full)
+	if ok < 29 {
+		t.Errorf("the known peer from %v: %d of 30 pushes accepted, want at least 29", peer, ok)
+	}
+	ok, full, _ = f.push(10, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(40 + i)}) })
+	t.Logf("ten peers, each from a new address (not asserted: the limit of first contact): %d of 10 pushes accepted (%d began with the others' slots full)", ok, full)
+	f.end()
+	pend, live := f.peaks(maxKnownSources)
+	t.Logf("attacker connections: %d (%d dials failed); listener at peak: %d unauthenticated connections, %d connection goroutines (bound %d); %+v",
+		f.made.Load(), f.failed.Load(), pend, live, cap(l.slots), l.ConnStats())
+}
+
+// tryDial connects to pl from src and reports whether the listener's
+// hello came (the connection was admitted) or the connection was closed.
+func tryDial(t *testing.T, pl *pipeListener, src string) (net.Conn, bool) {
+	t.Helper()
+	client, server := net.Pipe()
+	pl.conns <- pipeConn{Conn: server, remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src))}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var hello [helloLen]byte
+	_, err := io.ReadFull(client, hello[:])
+	if err != nil && isTimeout(err) {
+		t.Fatalf("%s: neither a hello nor closed after 5 s", src)
+	}
+	return client, err == nil
+}
+
+// pipeAuth connects to pl from src and sends a frame of sender "a" with
+// sequence seq, which the listener must accept: the connection stays
+// open, authenticated.
+func pipeAuth(t *testing.T, pl *pipeListener, k *Key, src string, seq uint64) net.Conn {
+	t.Helper()
+	client, server := net.Pipe()
+	pl.conns <- pipeConn{Conn: server, remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src))}
+	client.SetDeadline(time.Now().Add(5 * time.Second))
+	var hello [helloLen]byte
+	if _, err := io.ReadFull(client, hello[:]); err != nil {
+		t.Fatalf("%s: no hello: %v", src, err)
+	}
+	n, err := parseHello(hello[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Seal(k, Message{Sender: "a", Epoch: 1, Seq: seq}, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write(f); err != nil {
+		t.Fatalf("%s: send: %v", src, err)
+	}
+	var ack [ackLen]byte
+	if _, err := io.ReadFull(client, ack[:]); err != nil {
+		t.Fatalf("%s: no acknowledgement: %v", src, err)
+	}
+	if a, err := parseAck(k, ack[:]); err != nil || a.code != 0 {
+		t.Fatalf("%s: acknowledgement %+v, %v", src, a, err)
+	}
+	client.SetDeadline(time.Time{})
+	return client
+}
+
+// TestListenerPeerSourceSlots: the admission of unauthenticated
+// connections, step by step, every connection young (the clock does not
+// move), so that only the fairness rule and the peers' own slots let a
+// connection in over the bound.
+func TestListenerPeerSourceSlots(t *testing.T) {
+	leakCheck(t)
+	k := testKey(t, 7)
+	pl := newPipeListener()
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	l := startListener(t, ListenerConfig{Self: "b", Key: k, Listener: pl, MaxUnauthenticated: 4, MaxUnauthenticatedPerSource: 4,
+		PeerSources: []netip.Addr{netip.MustParseAddr("198.51.100.9")}, Now: clock.Now}, func(Message) {})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func(src string) (net.Conn, bool) {
+		c, ok := tryDial(t, pl, src)
+		conns = append(conns, c)
+		return c, ok
+	}
+	open := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return isTimeout(err)
+	}
+	stats := func(want ConnStats) {
+		t.Helper()
+		if got := l.ConnStats(); got != want {
+			t.Errorf("conn stats %+v, want %+v", got, want)
+		}
+	}
+
+	// One source holds all four slots; a second source takes them over
+	// until it holds one fewer than the first: then, the connections in
+	// the way being young, the new one is closed.
+	var a [4]net.Conn
+	for i := range a {
+		a[i], _ = dial(fmt.Sprintf("192.0.2.1:%d", 1000+i))
+	}
+	b1, _ := dial("192.0.2.2:2001") // A 4 > B 0+1: a[0] goes, young as it is
+	b2, _ := dial("192.0.2.2:2002") // A 3 > B 1+1: a[1] goes
+	if _, ok := dial("192.0.2.2:2003"); ok {
+		t.Error("A 2, B 2: a third connection of B got in over a young one")
+	}
+	if !closedByPeer(a[0]) || !closedByPeer(a[1]) || !open(a[2]) || !open(a[3]) || !open(b1) || !open(b2) {
+		t.Error("want a[0] and a[1] closed, a[2], a[3], b1, b2 open")
+	}
+	stats(ConnStats{Unauthenticated: 4, Evicted: 2, TurnedAway: 1})
+
+	// A peer's first contact: its source holds none, A and B two, so it
+	// gets in (a[2] goes); once it has authenticated, its address has
+	// slots of its own: its next connection takes none of the others'.
+	pipeAuth(t, pl, k, "203.0.113.7:3000", 1)
+	if !closedByPeer(a[2]) {
+		t.Error("the peer's first connection got in, but a[2] is open")
+	}
+	p2, ok := dial("203.0.113.7:3001")
+	if !ok {
+		t.Fatal("the peer's second connection was closed")
+	}
+	stats(ConnStats{Unauthenticated: 4, Authenticated: 1, FromPeerSources: 1, Evicted: 3, TurnedAway: 1})
+	// A new source fills the fourth slot of the others; the next new
+	// source takes B's oldest (A, B and C hold one each, B's is the
+	// oldest), never the peer's connection.
+	dial("192.0.2.3:4000")
+	dial("192.0.2.4:4000")
+	if !closedByPeer(b1) || !open(b2) || !open(a[3]) || !open(p2) {
+		t.Error("want b1 closed, b2, a[3] and the peer's connection open")
+	}
+	stats(ConnStats{Unauthenticated: 5, Authenticated: 1, FromPeerSources: 1, Evicted: 4, TurnedAway: 1})
+
+	// A configured peer source has its slots before it authenticates.
+	if _, ok := dial("198.51.100.9:5000"); !ok {
+		t.Error("a connection from a configured peer source was closed")
+	}
+	stats(ConnStats{Unauthenticated: 6, Authenticated: 1, FromPeerSources: 2, Evicted: 4, TurnedAway: 1})
+
+	// The peer authenticates from eight more addresses (each first
+	// contact once the others' connections are old enough to go): its
+	// first address, the longest ago, is forgotten, and the connection it
+	// holds in its slots closed; the configured source stays.
+	for i := range maxKnownSources {
+		clock.Add(time.Second)
+		conns = append(conns, pipeAuth(t, pl, k, fmt.Sprintf("192.0.2.%d:6000", 100+i), uint64(2+i)))
+	}
+	if !closedByPeer(p2) {
+		t.Error("the connection of a forgotten peer source is still open")
+	}
 	l.mu.Lock()
-	peakPend, peakLive := l.peakPend, l.peakLive
+	_, first := l.known[netip.MustParsePrefix("203.0.113.7/32")]
+	nknown, npeers := len(l.known), l.pending[poolPeers].n
 	l.mu.Unlock()
-	t.Logf("attacker connections: %d (%d dials failed); listener at peak: %d unauthenticated connections, %d connection goroutines; %+v",
-		made.Load(), failed.Load(), peakPend, peakLive, l.ConnStats())
-	if bound := DefaultMaxUnauthenticated + 8*DefaultMaxUnauthenticatedPerSource; peakPend > bound {
-		t.Errorf("%d unauthenticated connections at once, bound %d", peakPend, bound)
+	if first || nknown != maxKnownSources || npeers != 1 {
+		t.Errorf("the first peer source still known: %v; %d known (want %d); %d connections in the peers' slots (want 1)", first, nknown, maxKnownSources, npeers)
 	}
 }
 

@@ -59,6 +59,11 @@ const (
 	DefaultMaxUnauthenticatedPerSource = 4
 )
 
+// maxKnownSources bounds the source addresses a Listener remembers a peer
+// authenticating from: enough for a few peers, each on more than one
+// address or family.
+const maxKnownSources = 8
+
 func verdictCode(err error) byte {
 	if err == nil {
 		return 0
@@ -485,17 +490,29 @@ type ListenerConfig struct {
 	Now               func() time.Time
 	// A connection is unauthenticated until a frame header answering its
 	// challenge has authenticated, which must happen within
-	// HandshakeTimeout. At most MaxUnauthenticated such connections are
-	// open at once, at most MaxUnauthenticatedPerSource from one source
-	// address (an IPv6 source counts by its /64). A new connection over a
-	// bound closes the oldest unauthenticated one of its source (or of the
-	// source with the most), so that squatters cannot keep a peer out —
-	// unless that one is younger than a quarter of HandshakeTimeout: then
-	// the new one is closed instead, so that a flood of new connections
-	// cannot push out a peer in the middle of its handshake.
+	// HandshakeTimeout. At most MaxUnauthenticatedPerSource such
+	// connections are open at once from one source address (an IPv6
+	// source counts by its /64).
+	//
+	// A source is a peer's once a connection from it has authenticated
+	// (the latest maxKnownSources such sources are kept), or when it is
+	// in PeerSources. Its connections have slots of their own: others
+	// cannot take them. The connections of all other sources share
+	// MaxUnauthenticated slots. A new connection over a bound closes the
+	// oldest unauthenticated one of its source, or else of the source
+	// holding the most; that one must be older than a quarter of
+	// HandshakeTimeout (else the new one is closed), so that a flood of
+	// new connections cannot push out a peer in the middle of its
+	// handshake — except when its source holds at least two more than
+	// the new one's: then it goes at once, so that a few sources
+	// reconnecting in a loop cannot keep a new source out.
 	HandshakeTimeout            time.Duration
 	MaxUnauthenticated          int
 	MaxUnauthenticatedPerSource int
+	// PeerSources are addresses the peers are expected to connect from
+	// (the hosts of their listener addresses, usually): they are peers'
+	// sources from the start, before any has authenticated.
+	PeerSources []netip.Addr
 	// MaxConns bounds authenticated connections; more are closed. A
 	// sender's new connection replaces its older ones.
 	MaxConns int
@@ -522,6 +539,8 @@ type SenderStatus struct {
 type ConnStats struct {
 	// Open now.
 	Unauthenticated, Authenticated int
+	// Of Unauthenticated, those from peers' sources (their own slots).
+	FromPeerSources int
 	// Evicted: unauthenticated connections closed to make room for newer
 	// ones (MaxUnauthenticated, MaxUnauthenticatedPerSource).
 	Evicted uint64
@@ -544,13 +563,21 @@ type Listener struct {
 	log *slog.Logger
 	lim logLimiter
 
-	mu      sync.Mutex
-	closed  bool
-	conns   map[*lconn]struct{}
-	pending map[netip.Prefix][]*lconn // unauthenticated, oldest first
-	npend   int
-	nauth   int
-	stats   ConnStats
+	mu     sync.Mutex
+	closed bool
+	conns  map[*lconn]struct{}
+	// slots bounds the connection goroutines: every unauthenticated and
+	// authenticated connection the bounds allow, and as many again as
+	// MaxUnauthenticated for closed ones whose goroutine is finishing.
+	slots chan struct{}
+	// Unauthenticated connections: of other sources, and of peers'.
+	pending [2]pendingPool
+	// Peers' sources: configured, and where a connection authenticated
+	// (with when).
+	peerSources map[netip.Prefix]bool
+	known       map[netip.Prefix]time.Time
+	nauth       int
+	stats       ConnStats
 	// live counts connections whose goroutine has not finished (closed
 	// ones included, until their goroutine sees it); peakLive and
 	// peakPend are the most there have been at once.
@@ -558,11 +585,24 @@ type Listener struct {
 	senders                  map[string]SenderStatus
 }
 
+// pendingPool holds unauthenticated connections by source, oldest first.
+type pendingPool struct {
+	bySrc map[netip.Prefix][]*lconn
+	n     int
+}
+
+// The pools of unauthenticated connections.
+const (
+	poolOthers = iota
+	poolPeers
+)
+
 // lconn is one connection to the listener.
 type lconn struct {
 	c      net.Conn
 	src    netip.Prefix
 	since  time.Time
+	pool   int       // while unauthenticated
 	state  connState // guarded by Listener.mu
 	sender string    // once authenticated
 }
@@ -604,6 +644,13 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 	if cfg.FrameTimeout <= 0 {
 		cfg.FrameTimeout = DefaultFrameTimeout
 	}
+	peerSources := map[netip.Prefix]bool{}
+	for _, a := range cfg.PeerSources {
+		if !a.IsValid() {
+			return nil, errors.New("scheduler: listener: an empty peer source address")
+		}
+		peerSources[sourceOfAddr(a)] = true
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -615,8 +662,13 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 			return nil, fmt.Errorf("scheduler: listen for peers: %w", err)
 		}
 	}
-	return &Listener{cfg: cfg, ln: ln, v: v, log: log, conns: map[*lconn]struct{}{}, pending: map[netip.Prefix][]*lconn{},
-		senders: map[string]SenderStatus{}}, nil
+	maxGoroutines := 2*cfg.MaxUnauthenticated + (len(peerSources)+maxKnownSources)*cfg.MaxUnauthenticatedPerSource + cfg.MaxConns
+	l := &Listener{cfg: cfg, ln: ln, v: v, log: log, conns: map[*lconn]struct{}{}, slots: make(chan struct{}, maxGoroutines),
+		peerSources: peerSources, known: map[netip.Prefix]time.Time{}, senders: map[string]SenderStatus{}}
+	for i := range l.pending {
+		l.pending[i].bySrc = map[netip.Prefix][]*lconn{}
+	}
+	return l, nil
 }
 
 // Addr returns the listening address.
@@ -640,7 +692,8 @@ func (l *Listener) ConnStats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.Unauthenticated, s.Authenticated = l.npend, l.nauth
+	s.Unauthenticated, s.Authenticated = l.pending[poolOthers].n+l.pending[poolPeers].n, l.nauth
+	s.FromPeerSources = l.pending[poolPeers].n
 	return s
 }
 
@@ -685,8 +738,17 @@ func (l *Listener) Run(ctx context.Context, deliver func(Message)) error {
 	defer wg.Wait()
 	defer l.Close()
 	for {
+		// A slot for the connection's goroutine first: when closed
+		// connections' goroutines have not finished yet, new connections
+		// wait in the kernel's backlog rather than in this process.
+		select {
+		case l.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		c, err := l.ln.Accept()
 		if err != nil {
+			<-l.slots
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
@@ -701,9 +763,11 @@ func (l *Listener) Run(ctx context.Context, deliver func(Message)) error {
 		lc := l.track(c)
 		if lc == nil {
 			c.Close()
+			<-l.slots
 			continue
 		}
 		wg.Go(func() {
+			defer func() { <-l.slots }()
 			defer l.untrack(lc)
 			l.serve(lc, deliver)
 		})
@@ -719,7 +783,12 @@ func sourceOf(a net.Addr) netip.Prefix {
 	} else if ap, err := netip.ParseAddrPort(a.String()); err == nil {
 		ip = ap.Addr()
 	}
-	ip = ip.Unmap()
+	return sourceOfAddr(ip)
+}
+
+// sourceOfAddr returns the source of address ip (see sourceOf).
+func sourceOfAddr(ip netip.Addr) netip.Prefix {
+	ip = ip.WithZone("").Unmap()
 	bits := 32
 	if ip.Is6() {
 		bits = 64
@@ -739,21 +808,28 @@ func (l *Listener) track(c net.Conn) *lconn {
 	if l.closed {
 		return nil
 	}
+	if l.isPeerSource(lc.src) {
+		lc.pool = poolPeers
+	}
+	p := &l.pending[lc.pool]
+	q := p.bySrc[lc.src]
 	var victim *lconn
+	fair := false
 	switch {
-	case len(l.pending[lc.src]) >= l.cfg.MaxUnauthenticatedPerSource:
-		victim = l.pending[lc.src][0]
-	case l.npend >= l.cfg.MaxUnauthenticated:
+	case len(q) >= l.cfg.MaxUnauthenticatedPerSource:
+		victim = q[0]
+	case lc.pool == poolOthers && p.n >= l.cfg.MaxUnauthenticated:
 		// The oldest of the source holding the most: a peer with its one
 		// connection is the last to go.
-		for _, q := range l.pending {
-			if victim == nil || len(q) > len(l.pending[victim.src]) ||
-				len(q) == len(l.pending[victim.src]) && q[0].since.Before(victim.since) {
-				victim = q[0]
+		for _, vq := range p.bySrc {
+			if victim == nil || len(vq) > len(p.bySrc[victim.src]) ||
+				len(vq) == len(p.bySrc[victim.src]) && vq[0].since.Before(victim.since) {
+				victim = vq[0]
 			}
 		}
+		fair = len(p.bySrc[victim.src]) > len(q)+1
 	}
-	if victim != nil && lc.since.Sub(victim.since) < l.cfg.HandshakeTimeout/4 {
+	if victim != nil && !fair && lc.since.Sub(victim.since) < l.cfg.HandshakeTimeout/4 {
 		l.stats.TurnedAway++
 		if l.lim.allow("evict") {
 			l.log.Warn("sync listener: too many unauthenticated connections; closing a new one", "remote", c.RemoteAddr().String(),
@@ -762,20 +838,61 @@ func (l *Listener) track(c net.Conn) *lconn {
 		return nil
 	}
 	if victim != nil {
-		l.remove(victim)
-		victim.c.Close()
-		l.stats.Evicted++
-		if l.lim.allow("evict") {
-			l.log.Warn("sync listener: too many unauthenticated connections; closing the oldest", "remote", victim.c.RemoteAddr().String(),
-				"max", l.cfg.MaxUnauthenticated, "max_per_source", l.cfg.MaxUnauthenticatedPerSource)
-		}
+		l.evict(victim)
 	}
 	l.conns[lc] = struct{}{}
-	l.pending[lc.src] = append(l.pending[lc.src], lc)
-	l.npend++
+	p.bySrc[lc.src] = append(p.bySrc[lc.src], lc)
+	p.n++
 	l.live++
-	l.peakPend, l.peakLive = max(l.peakPend, l.npend), max(l.peakLive, l.live)
+	npend := l.pending[poolOthers].n + l.pending[poolPeers].n
+	l.peakPend, l.peakLive = max(l.peakPend, npend), max(l.peakLive, l.live)
 	return lc
+}
+
+// evict closes an unauthenticated connection over a bound. Call with l.mu
+// held.
+func (l *Listener) evict(lc *lconn) {
+	l.remove(lc)
+	lc.c.Close()
+	l.stats.Evicted++
+	if l.lim.allow("evict") {
+		l.log.Warn("sync listener: too many unauthenticated connections; closing the oldest", "remote", lc.c.RemoteAddr().String(),
+			"max", l.cfg.MaxUnauthenticated, "max_per_source", l.cfg.MaxUnauthenticatedPerSource)
+	}
+}
+
+func (l *Listener) isPeerSource(src netip.Prefix) bool {
+	_, ok := l.known[src]
+	return ok || l.peerSources[src]
+}
+
+// learn makes src, where a connection has just authenticated, a peer's
+// source. Over maxKnownSources, the one that authenticated longest ago is
+// forgotten, and its unauthenticated connections closed (they were
+// admitted to slots it no longer has). Call with l.mu held.
+func (l *Listener) learn(src netip.Prefix, sender string) {
+	if l.peerSources[src] {
+		return
+	}
+	_, ok := l.known[src]
+	l.known[src] = l.cfg.Now()
+	if ok {
+		return
+	}
+	l.log.Info("sync listener: a peer authenticated from a new address; its connections get slots of their own", "source", src.String(), "sender", sender)
+	if len(l.known) <= maxKnownSources {
+		return
+	}
+	var oldest netip.Prefix
+	for s, t := range l.known {
+		if !oldest.IsValid() || t.Before(l.known[oldest]) {
+			oldest = s
+		}
+	}
+	delete(l.known, oldest)
+	for _, o := range slices.Clone(l.pending[poolPeers].bySrc[oldest]) {
+		l.evict(o)
+	}
 }
 
 // remove takes lc out of the counts. Call with l.mu held; it is
@@ -783,16 +900,17 @@ func (l *Listener) track(c net.Conn) *lconn {
 func (l *Listener) remove(lc *lconn) {
 	switch lc.state {
 	case connPending:
-		q := l.pending[lc.src]
+		p := &l.pending[lc.pool]
+		q := p.bySrc[lc.src]
 		if i := slices.Index(q, lc); i >= 0 {
 			q = slices.Delete(q, i, i+1)
 		}
 		if len(q) == 0 {
-			delete(l.pending, lc.src)
+			delete(p.bySrc, lc.src)
 		} else {
-			l.pending[lc.src] = q
+			p.bySrc[lc.src] = q
 		}
-		l.npend--
+		p.n--
 	case connAuthed:
 		l.nauth--
 	}
@@ -835,6 +953,7 @@ func (l *Listener) promote(lc *lconn, sender string) bool {
 	lc.state, lc.sender = connAuthed, sender
 	l.conns[lc] = struct{}{}
 	l.nauth++
+	l.learn(lc.src, sender)
 	return true
 }
 
