@@ -275,14 +275,23 @@ func TestListenerUnderFlood(t *testing.T) {
 // against addr until stop is closed or each has made rounds connections:
 // an attacker holds its connection, silent, until the listener closes it,
 // then opens another at once. made counts the connections opened, failed
-// the dials that failed.
-func sourceFlood(addr string, sources []netip.Addr, perSource, rounds int, stop <-chan struct{}) (wait func(), made, failed *atomic.Int64) {
+// the dials that failed. With enter, each attacker runs on an OS thread of
+// its own, discarded afterwards, which enter moves (into a network
+// namespace) first.
+func sourceFlood(addr string, sources []netip.Addr, perSource, rounds int, enter func() error, stop <-chan struct{}) (wait func(), made, failed *atomic.Int64) {
 	var wg sync.WaitGroup
 	made, failed = new(atomic.Int64), new(atomic.Int64)
 	for _, src := range sources {
 		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: 10 * time.Second}
 		for range perSource {
 			wg.Go(func() {
+				if enter != nil {
+					runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+					if err := enter(); err != nil {
+						failed.Add(1)
+						return
+					}
+				}
 				var b [256]byte
 				for range rounds {
 					select {
@@ -322,13 +331,28 @@ func sourceFlood(addr string, sources []netip.Addr, perSource, rounds int, stop 
 
 // pushOnce runs a new pusher from src (a peer that has just restarted:
 // a new connection) and reports whether its one attempt to send a
-// message was accepted, and if not why.
-func pushOnce(t *testing.T, k *Key, addr string, src netip.Addr, epoch uint64) (bool, string) {
+// message was accepted, and if not why. With enter, it dials from an OS
+// thread that enter moves first (see sourceFlood).
+func pushOnce(t *testing.T, k *Key, addr string, src netip.Addr, enter func() error, epoch uint64) (bool, string) {
 	t.Helper()
 	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}
+	dial := func(ctx context.Context, a string) (net.Conn, error) {
+		if enter == nil {
+			return d.DialContext(ctx, "tcp", a)
+		}
+		var c net.Conn
+		err := inThread(func() error {
+			if err := enter(); err != nil {
+				return err
+			}
+			var err error
+			c, err = d.DialContext(ctx, "tcp", a)
+			return err
+		})
+		return c, err
+	}
 	p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{addr}, RetryInterval: time.Hour,
-		DialTimeout: 20 * time.Second, IOTimeout: 20 * time.Second,
-		Dial: func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }})
+		DialTimeout: 20 * time.Second, IOTimeout: 20 * time.Second, Dial: dial})
 	defer stop()
 	p.Publish(Message{Epoch: epoch, Writer: true, Snapshot: sampleSnapshot()})
 	waitFor(t, 60*time.Second, "the push's outcome", func() bool { s := p.Status()[0]; return s.Sent+s.Failed > 0 })
@@ -345,16 +369,19 @@ type sourceFloodRun struct {
 	made, failed *atomic.Int64
 	stop         chan struct{}
 	wait         func()
+	enter        func() error
 	epoch        uint64
 }
 
 // startSourceFlood floods l from the sources, perSource connections each,
 // until end is called (or a bound on the connections is reached), and
-// waits for the flood to fill the others' unauthenticated slots.
-func startSourceFlood(t *testing.T, l *Listener, k *Key, sources []netip.Addr, perSource int) *sourceFloodRun {
+// waits for the flood to fill the others' unauthenticated slots. enter,
+// if not nil, moves the attackers' and the peers' threads (see
+// sourceFlood).
+func startSourceFlood(t *testing.T, l *Listener, k *Key, sources []netip.Addr, perSource int, enter func() error) *sourceFloodRun {
 	t.Helper()
-	f := &sourceFloodRun{t: t, l: l, k: k, stop: make(chan struct{})}
-	f.wait, f.made, f.failed = sourceFlood(l.Addr().String(), sources, perSource, 50_000, f.stop)
+	f := &sourceFloodRun{t: t, l: l, k: k, stop: make(chan struct{}), enter: enter}
+	f.wait, f.made, f.failed = sourceFlood(l.Addr().String(), sources, perSource, 50_000, enter, f.stop)
 	t.Cleanup(f.end)
 	waitFor(t, 60*time.Second, "the flood filling the unauthenticated slots", func() bool { return f.full() })
 	return f
@@ -390,7 +417,7 @@ func (f *sourceFloodRun) push(count int, src func(i int) netip.Addr) (ok, full i
 			full++
 		}
 		f.epoch++
-		if good, e := pushOnce(f.t, f.k, f.l.Addr().String(), src(i), f.epoch); good {
+		if good, e := pushOnce(f.t, f.k, f.l.Addr().String(), src(i), f.enter, f.epoch); good {
 			ok++
 		} else {
 			why = append(why, e)
@@ -443,7 +470,7 @@ func TestListenerPeerThroughSourceFlood(t *testing.T) {
 	leakCheck(t)
 	k := testKey(t, 7)
 	l := startListener(t, ListenerConfig{Self: "b", Key: k, Addr: "127.0.0.1:0", Senders: []string{"a"}}, func(Message) {})
-	f := startSourceFlood(t, l, k, loopbacks(0, 10, 10), 6)
+	f := startSourceFlood(t, l, k, loopbacks(0, 10, 10), 6, nil)
 
 	before := l.ConnStats()
 	peer := netip.MustParseAddr("127.0.0.2")
@@ -480,10 +507,10 @@ func TestListenerKnownPeerThroughManySources(t *testing.T) {
 	k := testKey(t, 7)
 	l := startListener(t, ListenerConfig{Self: "b", Key: k, Addr: "127.0.0.1:0", Senders: []string{"a"}}, func(Message) {})
 	peer := netip.MustParseAddr("127.0.0.2")
-	if ok, why := pushOnce(t, k, l.Addr().String(), peer, 1); !ok {
+	if ok, why := pushOnce(t, k, l.Addr().String(), peer, nil, 1); !ok {
 		t.Fatalf("the peer's push before the flood: %s", why)
 	}
-	f := startSourceFlood(t, l, k, loopbacks(1, 1, 48), 2)
+	f := startSourceFlood(t, l, k, loopbacks(1, 1, 48), 2, nil)
 	f.epoch = 1
 	ok, full, _ := f.push(30, func(int) netip.Addr { return peer })
 	t.Logf("the known peer from %v: %d of 30 pushes accepted (%d began with the others' slots full)", peer, ok, full)

@@ -7,6 +7,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -411,4 +412,72 @@ func TestPairInNamespaces(t *testing.T) {
 	if st.Epoch <= a.node.Epoch() {
 		t.Errorf("new epoch %d not above the old active's %d", st.Epoch, a.node.Epoch())
 	}
+}
+
+// TestListenerSourceFloodIPv6InNamespace: the source flood over IPv6, in
+// a network namespace the test creates, where an IPv6 source counts by
+// its /64. Ten /64s (2001:db8:1:1::/64 to 2001:db8:1:a::/64), three
+// addresses in each, two connections per address, reconnect in a loop:
+// the listener never holds more than 4 of a /64, nor sees more than ten
+// sources among them. The peer pushes 30 times from 2001:db8:2::1, each on
+// a new connection (at least 29 accepted), then ten peers push once each
+// from a /64 never seen before (all accepted).
+func TestListenerSourceFloodIPv6InNamespace(t *testing.T) {
+	leakCheck(t)
+	ns, h := newNS(t)
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+	dev := addDummy(t, h, "flood0")
+	addAddr(t, h, dev, "2001:db8:ffff::1/128")
+	addAddr(t, h, dev, "2001:db8:2::1/128")
+	var sources []netip.Addr
+	for n := 1; n <= 10; n++ {
+		for host := 1; host <= 3; host++ {
+			a := netip.MustParseAddr(fmt.Sprintf("2001:db8:1:%x::%x", n, host))
+			addAddr(t, h, dev, a.String()+"/128")
+			sources = append(sources, a)
+		}
+	}
+	for n := 1; n <= 10; n++ {
+		addAddr(t, h, dev, fmt.Sprintf("2001:db8:3:%x::1/128", n))
+	}
+	enter := func() error { return netns.Set(ns) }
+
+	k := testKey(t, 7)
+	l := startListener(t, ListenerConfig{Self: "b", Key: k, Listener: listenIn(t, ns, "[2001:db8:ffff::1]:7946"), Senders: []string{"a"}}, func(Message) {})
+	f := startSourceFlood(t, l, k, sources, 2, enter)
+	// The sources the listener counts: /64s, at most 4 connections each.
+	l.mu.Lock()
+	nsrc, wrong := 0, []string{}
+	for src, q := range l.pending[poolOthers].bySrc {
+		nsrc++
+		if src.Bits() != 64 || len(q) > DefaultMaxUnauthenticatedPerSource {
+			wrong = append(wrong, fmt.Sprintf("%v: %d", src, len(q)))
+		}
+	}
+	l.mu.Unlock()
+	if nsrc > 10 || len(wrong) > 0 {
+		t.Errorf("%d sources held (want at most the ten /64s); not a /64 or over 4 connections: %v", nsrc, wrong)
+	}
+
+	peer := netip.MustParseAddr("2001:db8:2::1")
+	ok, full, _ := f.push(30, func(int) netip.Addr { return peer })
+	t.Logf("the peer from %v: %d of 30 pushes accepted (%d began with the others' slots full)", peer, ok, full)
+	if ok < 29 {
+		t.Errorf("the peer from %v: %d of 30 pushes accepted, want at least 29", peer, ok)
+	}
+	ok, full, _ = f.push(10, func(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("2001:db8:3:%x::1", i+1)) })
+	t.Logf("ten peers, each from a new /64: %d of 10 pushes accepted (%d began with the others' slots full)", ok, full)
+	if ok < 10 {
+		t.Errorf("first contact: %d of 10 pushes accepted, want 10", ok)
+	}
+	f.end()
+	pend, live := f.peaks(maxKnownSources)
+	t.Logf("attacker connections: %d (%d dials failed); listener at peak: %d unauthenticated connections, %d connection goroutines (bound %d); %+v",
+		f.made.Load(), f.failed.Load(), pend, live, cap(l.slots), l.ConnStats())
 }
