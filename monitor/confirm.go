@@ -62,9 +62,16 @@ type peerResult struct {
 func (m *Monitor) confirm(ctx context.Context, key DestKey, verb string) Replication {
 	r := Replication{Verb: verb}
 	m.mu.Lock()
-	p := m.pair
+	p, sc := m.pair, m.cfg.Sync
 	m.mu.Unlock()
+	if !sc.Enabled() || sc.Fleet() {
+		return r // alone, or an etcd fleet (its leader takes edits at its cycle)
+	}
 	if p == nil {
+		for _, peer := range sc.Peers {
+			r.Peers = append(r.Peers, peer.ID)
+			r.Missing = append(r.Missing, peer.ID+" not told: the director pair is not running here (lvs-monitor starting or stopping)")
+		}
 		return r
 	}
 	ids := make([]string, len(p.cfg.Peers))

@@ -144,3 +144,45 @@ func TestDrainRepliesSayWhere(t *testing.T) {
 		t.Errorf("drained here only: weight %d", w)
 	}
 }
+
+// TestDrainDeathDuringWait: the active dies while its drain waits for the
+// standby (0 to 5 ms after the request). The reply comes all the same, and
+// whenever it says "on both directors" the new active keeps the drain.
+func TestDrainDeathDuringWait(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond} {
+		t.Run(d.String(), func(t *testing.T) {
+			key := writeKey(t, 1)
+			a, b := newPair(t, key)
+			a.start(t, key, b)
+			b.start(t, key, a)
+			eventually(t, 10*time.Second, "a writes, b mirrors", func() bool {
+				return a.writer() && sameWeights(a.weights(t), b.weights(t)) && b.m.Status().Sync.Frames["accepted"] > 0
+			})
+			replied := make(chan Replication, 1)
+			go func() {
+				rep, err := a.m.DrainConfirmed(t.Context(), svcKey, rsC)
+				if err != nil {
+					t.Error(err)
+				}
+				replied <- rep
+			}()
+			time.Sleep(d)
+			a.stop()
+			var rep Replication
+			select {
+			case rep = <-replied:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no reply 10 s after the active stopped")
+			}
+			b.role.set(scheduler.Active)
+			eventually(t, 10*time.Second, "b writes", b.writer)
+			b.cycles(t, 3)
+			st, w := b.stateOf(t, rsC)
+			kept := st == policy.DrainedByOperator && w == 0
+			t.Logf("death %v into the drain: reply %q; the new active kept it: %v", d, rep, kept)
+			if rep.Everywhere() && !kept {
+				t.Errorf("reply %q, but the new active has C %s at %d", rep, st, w)
+			}
+		})
+	}
+}

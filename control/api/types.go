@@ -3,8 +3,8 @@ package api
 import "time"
 
 // ProtocolVersion is the revision of the wire format in this package,
-// reported in Status.Version.
-const ProtocolVersion = 1
+// reported in Status.Version. 2 added Ack.LocalOnly.
+const ProtocolVersion = 2
 
 // Server states, the State field of ServerStatus. One value per server,
 // the first that applies in this order.
