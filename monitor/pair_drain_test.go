@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -131,10 +132,29 @@ func TestDrainRepliesSayWhere(t *testing.T) {
 		}
 	}
 
+	// A held drain on the writer; a weight appears on it in the follower's
+	// table (a rebuild there): the writer's 0 goes over it, and the
+	// writer's table never takes the weight.
+	rep, err := a.m.DrainConfirmed(t.Context(), svcKey, rsC)
+	must(t, err)
+	if !rep.Everywhere() || !held(b) {
+		t.Fatalf("drain on a: %s; b holds it: %v", rep, held(b))
+	}
+	must(t, b.table.SetWeight(svcKey, rsC, 0, 9))
+	stop := every(t, 5*time.Millisecond, func(int) error {
+		if w := a.weights(t)[rsC]; w != 0 {
+			return fmt.Errorf("the writer's C at %d after a weight on the follower's held drain", w)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "b's C back to 0", func() bool { return b.weights(t)[rsC] == 0 })
+	a.cycles(t, 2)
+	stop()
+
 	// The peer is gone: the reply says so, and the drain holds here.
 	b.stop()
 	start := time.Now()
-	rep, err := a.m.DrainConfirmed(t.Context(), svcKey, rsB)
+	rep, err = a.m.DrainConfirmed(t.Context(), svcKey, rsB)
 	must(t, err)
 	if got := rep.String(); !strings.HasPrefix(got, "drained here only: peer unreachable (dir-b, "+b.ln.Addr().String()+": ") || rep.Everywhere() {
 		t.Errorf("peer stopped: reply %q", got)
