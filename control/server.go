@@ -24,8 +24,10 @@ import (
 // *monitor.Monitor implements it.
 type Monitor interface {
 	Status() monitor.Status
-	Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error
-	Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error
+	// DrainConfirmed and UndrainConfirmed return when the request holds
+	// here and the director pair's peer holds it too, or cannot.
+	DrainConfirmed(ctx context.Context, svc ipvs.ServiceKey, dst netip.AddrPort) (monitor.Replication, error)
+	UndrainConfirmed(ctx context.Context, svc ipvs.ServiceKey, dst netip.AddrPort) (monitor.Replication, error)
 	Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (monitor.Explanation, error)
 }
 
@@ -289,13 +291,14 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.opts.Monitor.Drain(k.Service, k.Dest); err != nil {
+	rep, err := s.opts.Monitor.DrainConfirmed(r.Context(), k.Service, k.Dest)
+	if err != nil {
 		writeMonitorError(w, err)
 		return
 	}
-	s.log.Info("control: drain", "service", k.Service, "server", k.Dest)
-	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String(), Weight: 0,
-		Message: "drained: weight 0, existing connections finish, no new ones; kept across restarts until undrained"}
+	s.log.Info("control: drain", "service", k.Service, "server", k.Dest, "directors", rep.String())
+	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String(), Weight: 0, LocalOnly: !rep.Everywhere(),
+		Message: reply(rep, "weight 0, existing connections finish, no new ones; kept across restarts and table rebuilds until lvsctl undrain")}
 	if srv, ok := configuredServer(s.opts.Monitor.Status().Config, k); ok {
 		ack.DefaultWeight = srv.Weight
 	}
@@ -307,13 +310,14 @@ func (s *Server) handleUndrain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.opts.Monitor.Undrain(k.Service, k.Dest); err != nil {
+	rep, err := s.opts.Monitor.UndrainConfirmed(r.Context(), k.Service, k.Dest)
+	if err != nil {
 		writeMonitorError(w, err)
 		return
 	}
-	s.log.Info("control: undrain", "service", k.Service, "server", k.Dest)
+	s.log.Info("control: undrain", "service", k.Service, "server", k.Dest, "directors", rep.String())
 	st := s.opts.Monitor.Status()
-	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String()}
+	ack := api.Ack{Service: k.Service.String(), Server: k.Dest.String(), LocalOnly: !rep.Everywhere()}
 	if srv, ok := configuredServer(st.Config, k); ok {
 		ack.DefaultWeight = srv.Weight
 	}
@@ -326,11 +330,21 @@ func (s *Server) handleUndrain(w http.ResponseWriter, r *http.Request) {
 		ack.Weight = c.Weight
 	}
 	if ss := st.Config.Availability.SlowStart; ss > 0 && ack.Weight != ack.DefaultWeight {
-		ack.Message = fmt.Sprintf("undrained: weight %d now, ramping to about %d over %v (slow start), then managed", ack.Weight, ack.DefaultWeight, ss)
+		ack.Message = reply(rep, fmt.Sprintf("weight %d now, ramping to about %d over %v (slow start), then managed", ack.Weight, ack.DefaultWeight, ss))
 	} else {
-		ack.Message = fmt.Sprintf("undrained: weight %d, managed again", ack.Weight)
+		ack.Message = reply(rep, fmt.Sprintf("weight %d, managed again", ack.Weight))
 	}
 	writeJSON(w, http.StatusOK, ack)
+}
+
+// reply is an operator request's answer: where it holds ("drained on both
+// directors", "drained here only: peer unreachable (…)"), then what it did
+// here.
+func reply(rep monitor.Replication, here string) string {
+	if rep.Everywhere() {
+		return rep.String() + ": " + here
+	}
+	return rep.String() + ". Here: " + here
 }
 
 func (s *Server) handleReload(w http.ResponseWriter, _ *http.Request) {

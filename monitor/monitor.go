@@ -82,9 +82,10 @@ type Monitor struct {
 
 	reloaded chan struct{} // Reload signals Run: the interval may have changed
 
-	mu         sync.Mutex // guards last, sync and the reload fields
+	mu         sync.Mutex // guards last, sync, pair and the reload fields
 	last       CycleReport
 	sync       *SyncStatus
+	pair       *pair // while running as one of a director pair (Monitor.confirm)
 	reloadedAt time.Time
 	reloadErr  error
 }
@@ -214,9 +215,10 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 	}
 	var roles <-chan scheduler.Role // nil channels: never ready alone
 	var inbox <-chan struct{}
+	var requests <-chan *confirmWait
 	if p != nil {
 		p.node.SetRole(p.roles.Role())
-		roles, inbox = p.roles.Changes(), p.inbox.Ready()
+		roles, inbox, requests = p.roles.Changes(), p.inbox.Ready(), p.requests
 	}
 	cycle()
 	clock := m.newCycleClock()
@@ -235,10 +237,17 @@ func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) 
 			clock.reload()
 		case r := <-roles:
 			p.log.Info("sync: role changed", "role", r)
+			// What the peers sent before the role changed comes first: a
+			// new writer takes over from the latest state it was sent.
+			if msgs := p.inbox.Take(); len(msgs) > 0 {
+				p.handle(ctx, msgs)
+			}
 			p.node.SetRole(r)
 			p.step(ctx) // a new writer runs a cycle at once
 		case <-inbox:
 			p.handle(ctx, p.inbox.Take())
+		case w := <-requests:
+			p.request(w)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -8,6 +9,7 @@ import (
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
+	"lvs-feedback/scheduler"
 )
 
 // ErrNotManaged means an operator request named a service or real server
@@ -19,8 +21,11 @@ var ErrNotManaged = errors.New("not a configured service and real server of lvs-
 // one lock) and takes effect at once in the kernel and in the state file.
 
 // Drain sets a configured real server's weight to 0 as an operator drain,
-// exactly as `ipvsadm -e … -w 0` would: persisted, and never touched by the
-// monitor until undrained (policy.Drain).
+// exactly as `ipvsadm -e … -w 0` would, but held: persisted, never touched
+// by the monitor, and any weight found on it later (a rebuilt table,
+// another tool) put back to 0, until lvsctl undrain (policy.Drain). In a
+// director pair the drain is applied here at once and reaches the peer
+// with the next message; DrainConfirmed waits for it.
 func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
@@ -28,7 +33,18 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	cur, err := m.tableEntry(svc, dst)
+	if err := m.drainLocked(key, policy.KindOperator, "drained by operator (lvsctl)"); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	if m.follower {
+		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: 0, Op: scheduler.OpDrain})
+	}
+	return nil
+}
+
+// drainLocked applies policy.Drain to key; the caller holds opMu.
+func (m *Monitor) drainLocked(key DestKey, kind policy.Kind, reason string) error {
+	cur, err := m.tableEntry(key.Service, key.Dest)
 	if err != nil {
 		return err
 	}
@@ -37,18 +53,14 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if !d.RecordChanged {
 		return nil // already drained
 	}
-	if _, err := m.applyOne(key, &d); err != nil {
-		return fmt.Errorf("drain: %w", err)
-	}
-	if m.follower {
-		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: 0})
-	}
-	return nil
+	d.Kind, d.Reason = kind, reason
+	_, err = m.applyOne(key, &d)
+	return err
 }
 
 // Undrain gives a drained (or down) real server back its default weight —
 // the configured one, or the operator's override — ramped by slow start
-// (policy.Undrain).
+// (policy.Undrain). It is the only end of a drain made with Drain.
 func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
@@ -56,20 +68,53 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	cur, err := m.kernelWeight(svc, dst)
+	w, err := m.undrainLocked(key, server, policy.KindOperator, "")
 	if err != nil {
-		return err
-	}
-	d := policy.Undrain(m.state[key], cur, server.Weight, m.cfg.Availability, m.cfg.Weight.Min)
-	if _, err := m.applyOne(key, &d); err != nil {
 		return fmt.Errorf("undrain: %w", err)
 	}
 	if m.follower {
-		// The writer replays the default weight: its reconcile sees an
-		// undrain at the server's default and starts its own slow start.
-		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: d.Record.DefaultWeight(server.Weight)})
+		// The writer undrains too, with its own slow start.
+		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: w, Op: scheduler.OpUndrain})
 	}
 	return nil
+}
+
+// undrainLocked applies policy.Undrain to key and returns its default
+// weight; the caller holds opMu. reason, if not empty, replaces the
+// decision's.
+func (m *Monitor) undrainLocked(key DestKey, server *ServerConfig, kind policy.Kind, reason string) (int, error) {
+	cur, err := m.kernelWeight(key.Service, key.Dest)
+	if err != nil {
+		return 0, err
+	}
+	d := policy.Undrain(m.state[key], cur, server.Weight, m.cfg.Availability, m.cfg.Weight.Min)
+	d.Kind = kind
+	if reason != "" {
+		d.Reason = reason
+	}
+	if _, err := m.applyOne(key, &d); err != nil {
+		return 0, err
+	}
+	return d.Record.DefaultWeight(server.Weight), nil
+}
+
+// DrainConfirmed is Drain, then, in a director pair, a wait until the
+// peer holds the drain (it applied and persisted a snapshot with it, or,
+// made on the follower, the writer acknowledged it) or cannot: the
+// Replication says which. The drain stands here either way.
+func (m *Monitor) DrainConfirmed(ctx context.Context, svc ipvs.ServiceKey, dst netip.AddrPort) (Replication, error) {
+	if err := m.Drain(svc, dst); err != nil {
+		return Replication{}, err
+	}
+	return m.confirm(ctx, DestKey{Service: svc, Dest: dst}, "drained"), nil
+}
+
+// UndrainConfirmed is Undrain, then the wait of DrainConfirmed.
+func (m *Monitor) UndrainConfirmed(ctx context.Context, svc ipvs.ServiceKey, dst netip.AddrPort) (Replication, error) {
+	if err := m.Undrain(svc, dst); err != nil {
+		return Replication{}, err
+	}
+	return m.confirm(ctx, DestKey{Service: svc, Dest: dst}, "undrained"), nil
 }
 
 // Reload replaces the configuration from the next cycle on. Weights,

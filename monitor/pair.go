@@ -54,6 +54,17 @@ type pair struct {
 
 	after      func(CycleReport, error)
 	lastFrames map[string]uint64
+
+	// requests brings operator requests that wait for the peers
+	// (Monitor.confirm) into the loop, which owns waits; stopped is closed
+	// when the loop ends.
+	requests chan *confirmWait
+	stopped  chan struct{}
+	waits    []*confirmWait
+	// gen numbers this director's snapshots as a writer (Message.Gen);
+	// adopted is the writer's message it last applied as a follower.
+	gen     uint64
+	adopted scheduler.Adoption
 }
 
 // startPair loads the key, takes a new epoch and starts the listener, the
@@ -98,7 +109,8 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	p := &pair{m: m, cfg: cfg, log: m.log, node: node, outbox: scheduler.NewOutbox(epoch), inbox: scheduler.NewInbox(),
-		ln: ln, push: push, after: after, lastFrames: map[string]uint64{}}
+		ln: ln, push: push, after: after, lastFrames: map[string]uint64{},
+		requests: make(chan *confirmWait), stopped: make(chan struct{})}
 	p.roles = m.deps.Roles
 	if p.roles == nil {
 		switch cfg.Role {
@@ -127,12 +139,20 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	}
 	p.wg.Go(func() { _ = ln.Run(ctx, p.inbox.Put) })
 	p.wg.Go(func() { _ = push.Run(ctx) })
+	m.mu.Lock()
+	m.pair = p
+	m.mu.Unlock()
 	m.log.Info("synchronised director started", "id", cfg.ID, "epoch", epoch, "listen", ln.Addr(), "peers", peerAddrs, "role_source", cfg.Role)
 	return p, nil
 }
 
-// stop closes the listener and waits for the pair's goroutines.
+// stop closes the listener and waits for the pair's goroutines; the
+// requests still waiting for the peers return.
 func (p *pair) stop() {
+	p.m.mu.Lock()
+	p.m.pair = nil
+	p.m.mu.Unlock()
+	close(p.stopped)
 	p.ln.Close()
 	p.wg.Wait()
 }
@@ -177,9 +197,7 @@ func (p *pair) cycle(ctx context.Context) {
 	if p.node.Writer() {
 		p.node.ConfirmEdits() // the cycle read replayed edits back
 	} else {
-		for _, e := range edits {
-			p.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
-		}
+		p.queueEdits(edits)
 	}
 	p.status()
 	if p.after != nil {
@@ -187,14 +205,30 @@ func (p *pair) cycle(ctx context.Context) {
 	}
 }
 
-// handle applies messages from the other directors.
+// queueEdits puts a follower's operator changes in the outbox for the
+// writer.
+func (p *pair) queueEdits(edits []localEdit) {
+	for _, e := range edits {
+		p.outbox.AddOp(scheduler.DestKey(e.Key), e.Weight, e.Op)
+	}
+}
+
+// handle applies messages from the other directors. A follower that
+// applied a writer's snapshot tells it so at once (Message.Adopted): an
+// operator's drain on the writer waits for that.
 func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 	now := p.m.deps.Now()
+	adopted := false
+	seen := make([]messageSeen, 0, len(msgs))
 	for _, msg := range msgs {
 		p.node.Observe(msg, now)
+		seen = append(seen, messageSeen{sender: msg.Sender, writer: msg.Writer, adopted: msg.Adopted})
 		if p.node.ShouldAdopt(msg, now) {
 			if err := p.m.adoptFrom(p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
+			} else {
+				p.adopted = scheduler.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
+				adopted = true
 			}
 		}
 		for _, e := range p.node.NewEdits(msg) {
@@ -204,12 +238,21 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 				p.log.Error("sync: operator edit from another director not applied; retried with its next message", "from", msg.Sender, "error", err)
 				break
 			}
-			if err := p.m.replayEdit(DestKey(e.Key), e.Weight); err != nil {
+			replay := func() error { return p.m.replayEdit(DestKey(e.Key), e.Weight) }
+			if e.Op != "" {
+				replay = func() error { return p.m.replayRequest(DestKey(e.Key), e.Op) }
+			}
+			if err := replay(); err != nil {
 				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
 			}
 		}
 	}
+	p.resolve(seen)
+	was := p.node.Writer()
 	p.step(ctx)
+	if adopted && !was && !p.node.Writer() {
+		p.publish()
+	}
 }
 
 // publish sends this director's view to its peers: a writer its snapshot
@@ -217,10 +260,13 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 func (p *pair) publish() {
 	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer(), Heard: p.node.Heard()}
 	if msg.Writer {
+		p.gen++
+		msg.Gen = p.gen
 		msg.Snapshot = p.m.snapshot()
 		msg.Acks = p.node.Acks()
 	} else {
 		msg.Edits = p.outbox.Pending()
+		msg.Adopted = p.adopted
 	}
 	p.push.Publish(msg)
 }

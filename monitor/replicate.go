@@ -41,6 +41,7 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 				OverriddenConfig: rec.OverriddenConfig,
 				RestoreWeight:    rec.RestoreWeight,
 				SetBy:            rec.SetBy,
+				Held:             rec.Held,
 			}
 			if mem := m.mem[k]; mem != nil {
 				d.Carried = mem.policy.Carry(now)
@@ -56,6 +57,7 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 type localEdit struct {
 	Key    DestKey
 	Weight int
+	Op     string // scheduler.OpDrain or OpUndrain for an lvsctl request; "" for a weight found changed
 }
 
 // setFollower switches decide and write off (a follower) or on (a writer).
@@ -119,7 +121,10 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 			}
 			configured[k] = true
 			rec, known := m.state[k]
-			own = append(own, scheduler.CurrentWeight{Key: scheduler.DestKey(k), Weight: w, Expected: rec.Written, Known: known})
+			// A weight on a server drained with lvsctl is no edit to pass
+			// on (policy.Reconcile): the writer's 0 is written over it.
+			held := rec.State == policy.DrainedByOperator && rec.Held
+			own = append(own, scheduler.CurrentWeight{Key: scheduler.DestKey(k), Weight: w, Expected: rec.Written, Known: known && !held})
 		}
 	}
 	ch := scheduler.Plan(own, snap, pending)
@@ -162,6 +167,7 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 			OverriddenConfig: d.OverriddenConfig,
 			RestoreWeight:    d.RestoreWeight,
 			SetBy:            d.SetBy,
+			Held:             d.Held,
 		}
 		m.memory(k).policy.Resume(d.Carried, now)
 	}
@@ -184,6 +190,13 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 func (m *Monitor) replayEdit(k DestKey, weight int) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
+	if rec := m.state[k]; rec.State == policy.DrainedByOperator && rec.Held && weight != 0 {
+		// A bare weight from a peer that cannot say which request it was
+		// (an etcd fleet's edits carry none, nor do an older director's):
+		// the operator's undrain there, as it was before drains were held.
+		rec.Held = false
+		m.state[k] = rec
+	}
 	cur, err := m.kernelWeight(k.Service, k.Dest)
 	if err != nil {
 		return err
@@ -194,6 +207,29 @@ func (m *Monitor) replayEdit(k DestKey, weight int) error {
 	d := policy.Write(policy.KindReplay, cur, weight, m.state[k], "operator change made on another director")
 	if _, err := m.applyOne(k, &d); err != nil {
 		return fmt.Errorf("replay operator edit → %d: %w", weight, err)
+	}
+	return nil
+}
+
+// replayRequest carries out an lvsctl drain or undrain made on a follower
+// on this (the writer's) director, as lvsctl would have here.
+func (m *Monitor) replayRequest(k DestKey, op string) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	_, server, err := m.configured(k.Service, k.Dest)
+	if err != nil {
+		return err
+	}
+	switch op {
+	case scheduler.OpDrain:
+		err = m.drainLocked(k, policy.KindReplay, "drained by operator (lvsctl drain on another director)")
+	case scheduler.OpUndrain:
+		_, err = m.undrainLocked(k, server, policy.KindReplay, "undrained by operator (lvsctl undrain on another director)")
+	default:
+		err = fmt.Errorf("unknown request %q", op)
+	}
+	if err != nil {
+		return fmt.Errorf("replay lvsctl %s: %w", op, err)
 	}
 	return nil
 }

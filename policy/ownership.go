@@ -81,6 +81,12 @@ type DestRecord struct {
 	// new connection, so a lower counter later means it was created anew:
 	// the table was rebuilt while the monitor was not looking.
 	Counter uint32 `json:"counter,omitempty"`
+	// Held: a DrainedByOperator destination drained with lvsctl drain.
+	// Only lvsctl undrain ends it: a weight found on it in the table is a
+	// rebuilt table's or another tool's, which IPVS cannot tell apart (a
+	// destination re-added within the kernel's trash period gets its old
+	// counters back), and goes back to 0.
+	Held bool `json:"held,omitempty"`
 }
 
 // TableEntry is what the IPVS table showed of a destination at one read.
@@ -148,7 +154,10 @@ type Neighbour struct {
 //   - a kernel weight that differs from the one the daemon wrote was set by
 //     someone else: 0 means drained by the operator, any other value becomes
 //     the destination's new default weight (and it is managed again);
-//   - a drained or down destination still at 0 stays as it is.
+//   - a drained or down destination still at 0 stays as it is;
+//   - a destination drained with lvsctl drain (Held) stays drained whatever
+//     weight the table shows, and its weight goes back to 0: only lvsctl
+//     undrain ends such a drain.
 //
 // With a health checker (n.HealthChecker), the checker's own moves come
 // first (checked):
@@ -203,6 +212,9 @@ func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int, 
 			return res
 		}
 	}
+	if rec.State == DrainedByOperator && rec.Held {
+		return keptDrain(rec, t, why)
+	}
 	if why != "" {
 		kept := rec
 		if rec.State != Managed {
@@ -225,7 +237,7 @@ func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int, 
 	reason := fmt.Sprintf("weight set to %d by another tool (lvs-monitor wrote %d): new default weight", kernelWeight, rec.Written)
 	switch rec.State {
 	case DrainedByOperator:
-		reason = fmt.Sprintf("undrained by operator at weight %d: new default weight", kernelWeight)
+		reason = fmt.Sprintf("undrained by operator at weight %d: a weight edit (another tool, such as ipvsadm -e) ends a drain made with weight 0; new default weight", kernelWeight)
 	case Down:
 		reason = fmt.Sprintf("weight of a down server set to %d by another tool: new default weight", kernelWeight)
 	}
@@ -240,6 +252,21 @@ func Reconcile(rec DestRecord, known bool, t TableEntry, configuredDefault int, 
 		Changed: true,
 		Reason:  reason,
 	}
+}
+
+// keptDrain is Reconcile's finding for a destination drained with lvsctl
+// drain (Held) that the table shows at a weight, or created anew: still
+// drained, its weight goes back to 0 (the decision writes it); why is
+// anew's finding.
+func keptDrain(rec DestRecord, t TableEntry, why string) Reconciliation {
+	kept := rec
+	kept.Counter = t.Counter
+	how := fmt.Sprintf("weight %d found on a server drained with lvsctl drain (a rebuilt table or another tool's edit: IPVS cannot tell them apart)", t.Weight)
+	if why != "" {
+		how = fmt.Sprintf("created anew at weight %d (%s) while drained with lvsctl drain", t.Weight, why)
+	}
+	return Reconciliation{Record: kept, Changed: true, Anew: true,
+		Reason: how + ": still drained, its weight goes back to 0; lvsctl undrain ends the drain"}
 }
 
 // checked applies the health checker's rules (Reconcile) to a destination
@@ -330,16 +357,17 @@ func ReconcileServer(rec DestRecord, known bool, t TableEntry, configuredDefault
 }
 
 // Drain is an operator's drain (lvsctl drain): weight 0, recorded as
-// DrainedByOperator so that the monitor never touches the server until it
-// is undrained — the same as `ipvsadm -e … -w 0`. The operator's default
-// weight override is kept. A server already drained at 0 needs nothing.
+// DrainedByOperator and Held, so that the monitor never touches the server
+// and puts back to 0 any weight found on it until lvsctl undrain (Reconcile).
+// The operator's default weight override is kept. A server already drained
+// with lvsctl at 0 needs nothing; one drained with ipvsadm becomes held.
 func Drain(rec DestRecord, known bool, t TableEntry) Decision {
 	d := NewDecision(KindOperator, t.Weight, rec)
-	if known && rec.State == DrainedByOperator && t.Weight == 0 {
+	if known && rec.State == DrainedByOperator && rec.Held && t.Weight == 0 {
 		return d // already drained
 	}
 	kernelWeight := t.Weight
-	d.Record = DestRecord{State: DrainedByOperator, SetBy: ByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter}
+	d.Record = DestRecord{State: DrainedByOperator, SetBy: ByOperator, DefaultOverride: rec.DefaultOverride, OverriddenConfig: rec.OverriddenConfig, Counter: t.Counter, Held: true}
 	d.RecordChanged = true
 	d.To, d.Write = 0, kernelWeight != 0
 	d.Reason = "drained by operator (lvsctl)"

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -106,6 +107,44 @@ func TestDecideRebuiltDrain(t *testing.T) {
 	e.decide(&o, &ServerState{}, &d, false, time.Unix(0, 0))
 	if !d.Write || d.To != 0 || d.Record.State != Down {
 		t.Errorf("down at 10, unreachable: write %v to %d state %s", d.Write, d.To, d.Record.State)
+	}
+}
+
+// TestReconcileHeldDrain: a server drained with lvsctl (Held) stays drained
+// whatever weight the table shows — a re-added entry with its counter back
+// (the kernel's trash), above the recorded one, seen missing, set by the
+// health checker, or an ipvsadm edit: IPVS cannot tell them apart. The
+// counter recorded follows the table's; the change is not passed on as an
+// edit (Anew).
+func TestReconcileHeldDrain(t *testing.T) {
+	held := DestRecord{State: DrainedByOperator, SetBy: ByOperator, Held: true, Counter: 5000, DefaultOverride: 14, OverriddenConfig: 10}
+	for _, tt := range []struct {
+		name  string
+		table TableEntry
+		hc    string
+		want  string // in the reason
+	}{
+		{"re-added, counter as it was", TableEntry{Weight: 10, Counter: 5000}, "", "weight 10 found on a server drained with lvsctl drain"},
+		{"re-added, counter above", TableEntry{Weight: 7, Counter: 5400}, "", "weight 7 found"},
+		{"counter back", TableEntry{Weight: 10, Counter: 3}, "", "its connection counter went back from 5000 to 3"},
+		{"seen missing", TableEntry{Weight: 10, Counter: 5000, Missing: true}, "", "it was missing from the table"},
+		{"health checker re-adds", TableEntry{Weight: 10, Counter: 5000, Missing: true}, "keepalived", "still drained"},
+	} {
+		got := Reconcile(held, true, tt.table, 10, Neighbour{HealthChecker: tt.hc})
+		want := held
+		want.Counter = tt.table.Counter
+		if got.Record != want || !got.Changed || !got.Anew || got.Returned || !strings.Contains(got.Reason, tt.want) ||
+			!strings.Contains(got.Reason, "lvsctl undrain ends") {
+			t.Errorf("%s: Reconcile = %+v changed=%v anew=%v returned=%v %q, want %+v kept, reason with %q",
+				tt.name, got.Record, got.Changed, got.Anew, got.Returned, got.Reason, want, tt.want)
+		}
+	}
+	// At 0 nothing changes; an undrain starts a new record, not held.
+	if got := Reconcile(held, true, TableEntry{Counter: 5000}, 10, Neighbour{}); got.Changed || got.Record != held {
+		t.Errorf("held at 0: %+v changed=%v, want unchanged", got.Record, got.Changed)
+	}
+	if d := Undrain(held, 0, 10, Availability{}, 1); d.Record.Held || d.Record.State != Managed {
+		t.Errorf("undrain: record %+v, want managed, not held", d.Record)
 	}
 }
 
@@ -221,7 +260,8 @@ func TestDrainAndUndrain(t *testing.T) {
 		wantChange bool
 	}{
 		{"managed at 14: written 14 → 0, override kept", override, true, 14, true, true},
-		{"already drained at 0: nothing", DestRecord{State: DrainedByOperator}, true, 0, false, false},
+		{"already drained with lvsctl at 0: nothing", DestRecord{State: DrainedByOperator, Held: true}, true, 0, false, false},
+		{"drained with ipvsadm at 0: held from now on, nothing to write", DestRecord{State: DrainedByOperator}, true, 0, false, true},
 		{"unknown at 0: recorded as drained, nothing to write", DestRecord{}, false, 0, false, true},
 		{"down at 0: recorded as drained", DestRecord{State: Down, RestoreWeight: 10}, true, 0, false, true},
 	} {
@@ -229,7 +269,7 @@ func TestDrainAndUndrain(t *testing.T) {
 		if d.Write != tt.wantWrite || d.RecordChanged != tt.wantChange || d.Before != tt.kernel {
 			t.Errorf("%s: write %v changed %v before %d", tt.name, d.Write, d.RecordChanged, d.Before)
 		}
-		if tt.wantChange && (d.To != 0 || d.Record.State != DrainedByOperator || d.Record.DefaultOverride != tt.rec.DefaultOverride) {
+		if tt.wantChange && (d.To != 0 || d.Record.State != DrainedByOperator || !d.Record.Held || d.Record.DefaultOverride != tt.rec.DefaultOverride) {
 			t.Errorf("%s: to %d record %+v", tt.name, d.To, d.Record)
 		}
 	}

@@ -524,12 +524,15 @@ func NewOutbox(epoch uint64) *Outbox {
 
 // Add queues an edit of key to weight and returns it. An identical pending
 // edit is kept as it is; a different one is replaced.
-func (o *Outbox) Add(key DestKey, weight int) Edit {
-	if e, ok := o.pending[key]; ok && e.Weight == weight {
+func (o *Outbox) Add(key DestKey, weight int) Edit { return o.AddOp(key, weight, "") }
+
+// AddOp is Add for an lvsctl request op (Edit.Op).
+func (o *Outbox) AddOp(key DestKey, weight int, op string) Edit {
+	if e, ok := o.pending[key]; ok && e.Weight == weight && e.Op == op {
 		return e
 	}
 	o.next++
-	e := Edit{Pos: EditPos{Epoch: o.epoch, ID: o.next}, Key: key, Weight: weight}
+	e := Edit{Pos: EditPos{Epoch: o.epoch, ID: o.next}, Key: key, Weight: weight, Op: op}
 	o.pending[key] = e
 	return e
 }
@@ -577,6 +580,12 @@ func (o *Outbox) Ack(self string, acks []Ack) {
 			}
 		}
 	}
+}
+
+// Holds reports whether an edit of key is pending.
+func (o *Outbox) Holds(key DestKey) bool {
+	_, ok := o.pending[key]
+	return ok
 }
 
 // Len returns the number of pending edits.

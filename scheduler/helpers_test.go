@@ -37,7 +37,7 @@ func key(svc ipvs.ServiceKey, dst string) DestKey {
 func sampleSnapshot() Snapshot {
 	return Snapshot{Dests: []DestState{
 		{Key: key(svcWeb, "198.51.100.1:80"), State: StateManaged, Weight: 12, DefaultWeight: 10, SetBy: policy.ByMonitor, Carried: policy.Carried{Ctrl: 12.345678901234567, CtrlSet: true}},
-		{Key: key(svcWeb, "198.51.100.2:80"), State: StateDrained, Weight: 0, DefaultWeight: 10, DefaultOverride: 20, OverriddenConfig: 10, SetBy: policy.ByOperator},
+		{Key: key(svcWeb, "198.51.100.2:80"), State: StateDrained, Weight: 0, DefaultWeight: 10, DefaultOverride: 20, OverriddenConfig: 10, SetBy: policy.ByOperator, Held: true},
 		{Key: key(svcWeb, "198.51.100.3:80"), State: StateDown, Weight: 0, DefaultWeight: 10, RestoreWeight: 17, SetBy: policy.ByHealthChecker, Carried: policy.Carried{Ctrl: 17, CtrlSet: true}},
 		{Key: key(svcDNS, "[2001:db8::1]:53"), State: StateManaged, Weight: 3, DefaultWeight: 5, Carried: policy.Carried{Ctrl: 3.25, CtrlSet: true, Ramping: true, RampElapsed: 1500 * time.Millisecond}},
 		{Key: key(svcFW, "198.51.100.9:0"), State: StateManaged, Weight: 65535, DefaultWeight: 65535},

@@ -86,6 +86,9 @@ type DestState struct {
 	// SetBy says who set the weight that stands (monitor DestRecord.SetBy;
 	// "" from a peer that does not send it).
 	SetBy policy.Origin
+	// Held: an lvsctl drain, which only lvsctl undrain ends (monitor
+	// DestRecord.Held); false from a peer that does not send it.
+	Held bool
 	// Carried is the controller's state a new writer takes over (the
 	// slow-start time as of when the message was sent).
 	policy.Carried
@@ -129,6 +132,24 @@ type Edit struct {
 	Pos    EditPos
 	Key    DestKey
 	Weight int
+	// Op names an lvsctl request (OpDrain, OpUndrain), which the writer
+	// carries out as such; "" for a weight found changed in the table.
+	Op string
+}
+
+// The lvsctl requests an Edit can carry.
+const (
+	OpDrain   = "drain"
+	OpUndrain = "undrain"
+)
+
+// Adoption names the writer's message whose snapshot a follower last
+// applied and persisted: the writer learns from it that its peers hold
+// an operator's drain (Message.Adopted).
+type Adoption struct {
+	Writer string // "" when none
+	Epoch  uint64
+	Gen    uint64
 }
 
 // Ack tells a follower up to which of its edits the writer has applied.
@@ -165,6 +186,11 @@ type Message struct {
 	// Heard is the epoch this director last accepted from each peer
 	// (Node.Heard).
 	Heard []PeerEpoch
+	// Gen numbers a writer's snapshots within its epoch, increasing with
+	// every message it publishes.
+	Gen uint64
+	// Adopted, from a follower: the writer's message it last applied.
+	Adopted Adoption
 }
 
 // Claim is the sender's claim to be the writer.
@@ -240,6 +266,12 @@ func (e Edit) Validate() error {
 	if !e.Key.Dest.IsValid() || !validWeight(e.Weight) {
 		return fmt.Errorf("edit %s: invalid (weight %d, 0..%d)", e.Key, e.Weight, ipvs.MaxWeight)
 	}
+	switch {
+	case e.Op == OpDrain && e.Weight != 0:
+		return fmt.Errorf("edit %s: a drain to weight %d", e.Key, e.Weight)
+	case e.Op != "" && e.Op != OpDrain && e.Op != OpUndrain:
+		return fmt.Errorf("edit %s: unknown request %q", e.Key, e.Op)
+	}
 	return nil
 }
 
@@ -270,6 +302,9 @@ func (m *Message) validate() error {
 		if !ValidSender(h.Peer) {
 			return fmt.Errorf("epoch heard from invalid peer id %q", h.Peer)
 		}
+	}
+	if a := m.Adopted; a.Writer != "" && !ValidSender(a.Writer) {
+		return fmt.Errorf("adopted from invalid writer id %q", a.Writer)
 	}
 	return nil
 }
@@ -314,6 +349,14 @@ type wirePayload struct {
 	Edits    []wireEdit    `json:"edits,omitempty"`
 	Acks     []wireAck     `json:"acks,omitempty"`
 	Heard    []wireHeard   `json:"heard,omitempty"`
+	Gen      uint64        `json:"gen,omitempty"`
+	Adopted  *wireAdopted  `json:"adopted,omitempty"`
+}
+
+type wireAdopted struct {
+	Writer string `json:"w"`
+	Epoch  uint64 `json:"e"`
+	Gen    uint64 `json:"g"`
 }
 
 type wireService struct {
@@ -330,6 +373,7 @@ type wireDest struct {
 	OverriddenConfig int      `json:"oc,omitempty"`
 	RestoreWeight    int      `json:"r,omitempty"`
 	SetBy            string   `json:"by,omitempty"`
+	Held             bool     `json:"held,omitempty"`
 	Ctrl             *float64 `json:"c,omitempty"`
 	RampNanos        *int64   `json:"ramp,omitempty"`
 }
@@ -340,6 +384,7 @@ type wireEdit struct {
 	Service string `json:"svc"`
 	Addr    string `json:"a"`
 	Weight  int    `json:"w"`
+	Op      string `json:"op,omitempty"`
 }
 
 type wireAck struct {
@@ -361,7 +406,10 @@ func encodePayload(m *Message) ([]byte, error) {
 	}
 	dests := slices.Clone(m.Snapshot.Dests)
 	slices.SortFunc(dests, func(a, b DestState) int { return compareKeys(a.Key, b.Key) })
-	p := wirePayload{Writer: m.Writer}
+	p := wirePayload{Writer: m.Writer, Gen: m.Gen}
+	if a := m.Adopted; a.Writer != "" {
+		p.Adopted = &wireAdopted{Writer: a.Writer, Epoch: a.Epoch, Gen: a.Gen}
+	}
 	for i, d := range dests {
 		if i == 0 || d.Key.Service != dests[i-1].Key.Service {
 			p.Services = append(p.Services, wireService{Service: d.Key.Service.String()})
@@ -369,7 +417,7 @@ func encodePayload(m *Message) ([]byte, error) {
 		w := wireDest{
 			Addr: d.Key.Dest.String(), State: d.State, Weight: d.Weight, DefaultWeight: d.DefaultWeight,
 			DefaultOverride: d.DefaultOverride, OverriddenConfig: d.OverriddenConfig, RestoreWeight: d.RestoreWeight,
-			SetBy: string(d.SetBy),
+			SetBy: string(d.SetBy), Held: d.Held,
 		}
 		if d.CtrlSet {
 			c := d.Ctrl
@@ -383,7 +431,7 @@ func encodePayload(m *Message) ([]byte, error) {
 		s.Dests = append(s.Dests, w)
 	}
 	for _, e := range m.Edits {
-		p.Edits = append(p.Edits, wireEdit{Epoch: e.Pos.Epoch, ID: e.Pos.ID, Service: e.Key.Service.String(), Addr: e.Key.Dest.String(), Weight: e.Weight})
+		p.Edits = append(p.Edits, wireEdit{Epoch: e.Pos.Epoch, ID: e.Pos.ID, Service: e.Key.Service.String(), Addr: e.Key.Dest.String(), Weight: e.Weight, Op: e.Op})
 	}
 	for _, a := range m.Acks {
 		p.Acks = append(p.Acks, wireAck{Peer: a.Peer, Epoch: a.Pos.Epoch, ID: a.Pos.ID})
@@ -402,7 +450,10 @@ func decodePayload(data []byte, m *Message) error {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
-	m.Writer = p.Writer
+	m.Writer, m.Gen = p.Writer, p.Gen
+	if a := p.Adopted; a != nil {
+		m.Adopted = Adoption{Writer: a.Writer, Epoch: a.Epoch, Gen: a.Gen}
+	}
 	n := 0
 	for _, s := range p.Services {
 		n += len(s.Dests)
@@ -421,7 +472,7 @@ func decodePayload(data []byte, m *Message) error {
 			d := DestState{
 				Key: DestKey{Service: svc, Dest: addr}, State: w.State, Weight: w.Weight, DefaultWeight: w.DefaultWeight,
 				DefaultOverride: w.DefaultOverride, OverriddenConfig: w.OverriddenConfig, RestoreWeight: w.RestoreWeight,
-				SetBy: policy.Origin(w.SetBy),
+				SetBy: policy.Origin(w.SetBy), Held: w.Held,
 			}
 			if w.Ctrl != nil {
 				d.Ctrl, d.CtrlSet = *w.Ctrl, true
@@ -441,7 +492,7 @@ func decodePayload(data []byte, m *Message) error {
 		if err != nil {
 			return fmt.Errorf("edit %q: %w", w.Addr, err)
 		}
-		m.Edits = append(m.Edits, Edit{Pos: EditPos{Epoch: w.Epoch, ID: w.ID}, Key: DestKey{Service: svc, Dest: addr}, Weight: w.Weight})
+		m.Edits = append(m.Edits, Edit{Pos: EditPos{Epoch: w.Epoch, ID: w.ID}, Key: DestKey{Service: svc, Dest: addr}, Weight: w.Weight, Op: w.Op})
 	}
 	for _, w := range p.Acks {
 		m.Acks = append(m.Acks, Ack{Peer: w.Peer, Pos: EditPos{Epoch: w.Epoch, ID: w.ID}})

@@ -17,9 +17,13 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 	in := Message{
 		Sender: "dir-a", Epoch: 7, Seq: 42, SentAt: sent, Writer: true,
 		Snapshot: sampleSnapshot(),
-		Edits:    []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0}},
-		Acks:     []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
-		Heard:    []PeerEpoch{{Peer: "dir-b", Epoch: 4}, {Peer: "dir-c", Epoch: 1}},
+		Edits: []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0, Op: OpDrain},
+			{Pos: EditPos{Epoch: 3, ID: 10}, Key: key(svcWeb, "198.51.100.2:80"), Weight: 10, Op: OpUndrain},
+			{Pos: EditPos{Epoch: 3, ID: 11}, Key: key(svcWeb, "198.51.100.3:80"), Weight: 7}},
+		Acks:    []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
+		Heard:   []PeerEpoch{{Peer: "dir-b", Epoch: 4}, {Peer: "dir-c", Epoch: 1}},
+		Gen:     19,
+		Adopted: Adoption{Writer: "dir-c", Epoch: 6, Gen: 88},
 	}
 	frame, err := Seal(k, in, testNonce)
 	if err != nil {
@@ -68,20 +72,23 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 	k := testKey(t, 1)
 	good := sampleSnapshot().Dests[0]
 	cases := map[string]Message{
-		"empty sender":     {Sender: ""},
-		"bad sender":       {Sender: "a b"},
-		"long sender":      {Sender: string(bytes.Repeat([]byte("x"), 65))},
-		"unknown state":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: "maintenance"}}}},
-		"unknown set_by":   {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, SetBy: "cron"}}}},
-		"negative weight":  {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: -1}}}},
-		"weight too large": {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
-		"duplicate":        {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},
-		"no dest addr":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: DestKey{Service: svcWeb}, State: StateManaged}}}},
-		"negative ctrl":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ctrl: -1, CtrlSet: true}}}}},
-		"negative ramp":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
-		"bad ack peer":     {Sender: "a", Acks: []Ack{{Peer: ""}}},
-		"bad edit weight":  {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
-		"bad heard peer":   {Sender: "a", Heard: []PeerEpoch{{Peer: "b c", Epoch: 1}}},
+		"empty sender":      {Sender: ""},
+		"bad sender":        {Sender: "a b"},
+		"long sender":       {Sender: string(bytes.Repeat([]byte("x"), 65))},
+		"unknown state":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: "maintenance"}}}},
+		"unknown set_by":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, SetBy: "cron"}}}},
+		"negative weight":   {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: -1}}}},
+		"weight too large":  {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
+		"duplicate":         {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},
+		"no dest addr":      {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: DestKey{Service: svcWeb}, State: StateManaged}}}},
+		"negative ctrl":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ctrl: -1, CtrlSet: true}}}}},
+		"negative ramp":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
+		"bad ack peer":      {Sender: "a", Acks: []Ack{{Peer: ""}}},
+		"bad edit weight":   {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
+		"bad heard peer":    {Sender: "a", Heard: []PeerEpoch{{Peer: "b c", Epoch: 1}}},
+		"drain to a weight": {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 5, Op: OpDrain}}},
+		"unknown edit op":   {Sender: "a", Edits: []Edit{{Key: good.Key, Op: "reboot"}}},
+		"bad adopted":       {Sender: "a", Adopted: Adoption{Writer: "x y", Epoch: 1}},
 	}
 	for name, m := range cases {
 		if _, err := Seal(k, m, testNonce); !errors.Is(err, ErrInvalid) {

@@ -236,6 +236,7 @@ func (c *cli) drain(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.stdout, "%s %s: %s\n", ack.Service, ack.Server, ack.Message)
+	c.warnLocalOnly(ack)
 	if !*wait {
 		return exitOK
 	}
@@ -296,7 +297,17 @@ func (c *cli) undrain(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	fmt.Fprintf(c.stdout, "%s %s: %s\n", ack.Service, ack.Server, ack.Message)
+	c.warnLocalOnly(ack)
 	return exitOK
+}
+
+// warnLocalOnly tells a script reading stderr that the peer director does
+// not hold the request yet: it holds here, and the peer takes it when it
+// hears this director again (docs/director-pair.md).
+func (c *cli) warnLocalOnly(ack api.Ack) {
+	if ack.LocalOnly {
+		fmt.Fprintf(c.stderr, "lvsctl: warning: %s %s: not confirmed by the peer director; it takes the change when it hears this one again\n", ack.Service, ack.Server)
+	}
 }
 
 // ---- explain

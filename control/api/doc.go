@@ -16,6 +16,10 @@
 //	POST /v1/undrain  {"service": SVC, "server": RIP:PORT} → Ack
 //	POST /v1/reload                                  → Reload
 //
+// In a director pair, drain and undrain answer once the other director
+// holds the change, or with Ack.LocalOnly set and the reason in its
+// Message: allow twice the daemon's interval and a few seconds more.
+//
 // SVC is a virtual service as in the configuration and in ipvsadm:
 // "VIP:PORT/PROTO" (tcp, udp, sctp; IPv6 in brackets) or "fwmark:N".
 // Every reply is JSON. A failed request answers with a 4xx or 5xx status

@@ -3,8 +3,8 @@ package api
 import "time"
 
 // ProtocolVersion is the revision of the wire format in this package,
-// reported in Status.Version.
-const ProtocolVersion = 1
+// reported in Status.Version. 2 added Ack.LocalOnly.
+const ProtocolVersion = 2
 
 // Server states, the State field of ServerStatus. One value per server,
 // the first that applies in this order.
@@ -308,6 +308,10 @@ type Ack struct {
 	// DefaultWeight is the weight an undrained server ramps up to.
 	DefaultWeight int    `json:"default_weight"`
 	Message       string `json:"message"`
+	// LocalOnly: in a director pair, the peer did not confirm that it
+	// holds the request (unreachable, or silent past the wait); Message
+	// says why. The request holds on this director.
+	LocalOnly bool `json:"local_only,omitempty"`
 }
 
 // Connections is the reply to GET /v1/connections: one real server's
