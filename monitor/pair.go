@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -99,6 +101,7 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	node.RestoreApplied(applied) // a restarted writer never replays an edit twice
 	ln, err := scheduler.NewListener(scheduler.ListenerConfig{
 		Self: cfg.ID, Key: key, Addr: cfg.Listen, Listener: m.deps.SyncListener, Senders: peerIDs, Logger: m.log,
+		PeerSources: peerSources(peerAddrs),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -285,4 +288,23 @@ func (p *pair) status() {
 	p.m.mu.Unlock()
 	p.m.deps.Metrics.observeSync(s, p.lastFrames)
 	p.lastFrames = s.Frames
+}
+
+// peerSources returns the hosts of the peers' listener addresses that are
+// literal IP addresses: a peer usually connects from the address it listens
+// on, so the listener keeps unauthenticated slots for them from the start.
+// A name, or a peer that connects from elsewhere, only leaves its slots
+// unused until it has authenticated once.
+func peerSources(peerAddrs []string) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range peerAddrs {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
 }

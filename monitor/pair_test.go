@@ -375,3 +375,18 @@ func TestDirectorPairGuard(t *testing.T) {
 	}
 	t.Logf("B cut to %d on a, mirrored by b", cut)
 }
+
+// TestPeerSources: the hosts of the peers' addresses that are IP literals
+// (IPv6 with its zone dropped by the listener), names and bad ones skipped.
+func TestPeerSources(t *testing.T) {
+	got := peerSources([]string{"10.0.0.2:9773", "[fd00::2]:9773", "dirb.example:9773", "nonsense", "[fe80::1%eth1]:9773"})
+	want := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("fe80::1%eth1")}
+	if len(got) != len(want) {
+		t.Fatalf("peerSources = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("peerSources[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
