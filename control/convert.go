@@ -90,7 +90,8 @@ func (s *Server) status(st monitor.Status) api.Status {
 			Peers: []api.SyncPeer{}, Frames: sy.Frames}
 		if f := sy.Fleet; f != nil {
 			out.Sync.Fleet = &api.FleetStatus{Leader: f.Leader, LeaderID: f.LeaderID, EtcdUp: f.EtcdUp, EtcdError: f.EtcdError, LeaseOK: f.LeaseOK,
-				DocRevision: f.DocRevision, Directors: f.Directors, EtcdErrors: f.EtcdErrors}
+				DocRevision: f.DocRevision, Directors: f.Directors, EtcdErrors: f.EtcdErrors,
+				Refused: f.Refused, DocumentsRefused: f.DocumentsRefused, CountersRefused: f.CountersRefused}
 		}
 		for _, p := range sy.Peers {
 			peer := api.SyncPeer{Address: p.Address, Unreachable: p.Unreachable, LastError: p.LastError}

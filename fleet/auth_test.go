@@ -65,7 +65,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	_, _, srvCert, srvKey := writeCert(t, dir, "server", ca, caKey, true)
 	_, _, cliCert, cliKey := writeCert(t, dir, "client", ca, caKey, false)
 	c := etcdtest.StartWith(t, 1, etcdtest.Options{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile})
-	a, err := New(Config{ID: "a", Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
+	a, err := New(Config{ID: "a", Members: testMembers, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
 		CAFile: caFile, CertFile: cliCert, KeyFile: cliKey})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestTLSClientCertificates(t *testing.T) {
 	if err := a.Publish(context.Background(), Counters{Director: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{ID: "b", Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second, CAFile: caFile})
+	b, err := New(Config{ID: "b", Members: testMembers, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second, CAFile: caFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestUserPassword(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("guess\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{ID: "a", Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
+	a, err := New(Config{ID: "a", Members: testMembers, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
 		Username: "lvs", PasswordFile: good})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestUserPassword(t *testing.T) {
 	if err := a.Publish(ctx, Counters{Director: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{ID: "b", Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
+	b, err := New(Config{ID: "b", Members: testMembers, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second,
 		Username: "lvs", PasswordFile: bad})
 	if err != nil {
 		if !strings.Contains(err.Error(), "authentication failed") {

@@ -37,7 +37,7 @@ func BenchmarkFleetCycle1000(b *testing.B) {
 	c := etcdtest.Start(b, 1)
 	ctx := context.Background()
 	mk := func(id string) *Client {
-		cl, err := New(Config{ID: id, Endpoints: c.Endpoints(), Prefix: "/b/", LeaseTTL: 10 * time.Second})
+		cl, err := New(Config{ID: id, Members: []string{"dir1", "dir2", "dir3"}, Endpoints: c.Endpoints(), Prefix: "/b/", LeaseTTL: 10 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

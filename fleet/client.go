@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,10 @@ type Config struct {
 	// Observer: keep a lease and publish, but never campaign (a director
 	// run with -dry-run must not lead the fleet).
 	Observer bool
-	Logger   *slog.Logger
+	// Members are the directors whose counters the leader reads (ID among
+	// them): a record under another id is refused, whoever wrote it.
+	Members []string
+	Logger  *slog.Logger
 }
 
 // Keys is the key layout under a prefix.
@@ -61,6 +65,12 @@ var ErrNotLeader = errors.New("not the fleet leader (election key lost)")
 // ErrNoLease means this director has no live lease yet (etcd unreachable
 // since the start, or a lost lease being renewed).
 var ErrNoLease = errors.New("no etcd lease")
+
+// ErrUntrusted marks a director's counters that decode but are not
+// believed: an id the configuration does not list, or a record not bound
+// to a live lease (etcd deletes a leased key when its lease expires; one
+// written without a lease would count for ever).
+var ErrUntrusted = errors.New("untrusted director counters")
 
 // ErrDocumentMoved means the document changed since the leader read it:
 // another writer, so this one does not overwrite it.
@@ -109,6 +119,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("fleet: no etcd endpoints")
+	}
+	if !slices.Contains(cfg.Members, cfg.ID) {
+		return nil, fmt.Errorf("fleet: director %q is not among the members %q", cfg.ID, cfg.Members)
+	}
+	for _, id := range cfg.Members {
+		if !scheduler.ValidSender(id) {
+			return nil, fmt.Errorf("fleet: invalid member id %q", id)
+		}
 	}
 	if cfg.LeaseTTL < 2*time.Second {
 		return nil, fmt.Errorf("fleet: lease TTL %v below 2 s", cfg.LeaseTTL)
@@ -317,10 +335,12 @@ func (c *Client) publish(ctx context.Context, ctr Counters) error {
 
 // Fleet is what the leader reads at the start of its cycle.
 type Fleet struct {
-	// Directors are the counters of the other directors with a live
-	// lease, malformed ones left out (see Malformed).
+	// Directors are the counters of the other listed directors with a
+	// live lease, malformed (Malformed) and untrusted ones (Refused) left
+	// out.
 	Directors []Counters
 	Malformed []error
+	Refused   []error
 	// Document is the stored desired state; nil if none yet.
 	Document *Document
 	// DocumentRevision is the document's modification revision (0: none).
@@ -378,6 +398,14 @@ func (c *Client) readFleet(ctx context.Context, withDocument bool) (Fleet, error
 		}
 		if err != nil {
 			f.Malformed = append(f.Malformed, fmt.Errorf("%w: %s: %w", ErrMalformed, kv.Key, err))
+			continue
+		}
+		switch {
+		case !slices.Contains(c.cfg.Members, ctr.Director):
+			f.Refused = append(f.Refused, fmt.Errorf("%w: %s: director %q is not in sync.etcd.directors", ErrUntrusted, kv.Key, ctr.Director))
+			continue
+		case kv.Lease == 0:
+			f.Refused = append(f.Refused, fmt.Errorf("%w: %s: written without a lease (a director publishes under its own)", ErrUntrusted, kv.Key))
 			continue
 		}
 		f.Directors = append(f.Directors, ctr)
@@ -469,8 +497,11 @@ func (c *Client) writeDocument(ctx context.Context, d Document, docRev int64, ow
 type View struct {
 	// Document is the stored desired state; nil if none yet.
 	Document *Document
-	// Leader is the current leader's id ("" if none).
-	Leader string
+	// Leader is the current leader's id ("" if none) and LeaderTerm its
+	// election key's creation revision: the term a document from it
+	// carries.
+	Leader     string
+	LeaderTerm int64
 	// Directors is how many directors publish counters.
 	Directors int
 }
@@ -500,7 +531,7 @@ func (c *Client) readView(ctx context.Context) (View, error) {
 	}
 	var v View
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
-		v.Leader = string(kvs[0].Value)
+		v.Leader, v.LeaderTerm = string(kvs[0].Value), kvs[0].CreateRevision
 	}
 	v.Directors = int(resp.Responses[2].GetResponseRange().Count)
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {

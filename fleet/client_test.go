@@ -12,9 +12,12 @@ import (
 	"lvs-feedback/scheduler"
 )
 
+// testMembers are the director ids the tests' clients list.
+var testMembers = []string{"a", "b", "d"}
+
 func newClient(t *testing.T, c *etcdtest.Cluster, id string) *Client {
 	t.Helper()
-	cl, err := New(Config{ID: id, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second})
+	cl, err := New(Config{ID: id, Members: testMembers, Endpoints: c.Endpoints(), Prefix: "/t/", LeaseTTL: 2 * time.Second, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func TestElectionFencing(t *testing.T) {
 	if err != nil || len(fl.Directors) != 2 || fl.Document != nil {
 		t.Fatalf("leader's read: %+v, %v; want 2 directors, no document", fl, err)
 	}
-	doc := Document{Leader: leader.cfg.ID, Cycle: 1, Snapshot: scheduler.Snapshot{Dests: []scheduler.DestState{{Key: testKey, State: "drained", Weight: 0}}},
+	doc := Document{Leader: leader.cfg.ID, Cycle: 1, Snapshot: scheduler.Snapshot{Dests: []scheduler.DestState{{Key: testKey, State: "drained", Weight: 0, DefaultWeight: 10}}},
 		Acks: []scheduler.Ack{{Peer: "b", Pos: scheduler.EditPos{Epoch: 3, ID: 1}}}}
 	rev, err := leader.WriteDocument(ctx, doc, 0, Counters{Director: leader.cfg.ID})
 	if err != nil {

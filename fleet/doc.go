@@ -12,6 +12,10 @@
 //     operator edits (Counters, under its lease), and the leader's desired
 //     state (Document, one key, written only while the election key is
 //     the leader's and the document's revision is the one it read);
+//   - which counters the leader reads: only those of the directors the
+//     configuration lists (Config.Members), each bound to a live lease;
+//     and what a follower needs to check a document against the current
+//     election (View.LeaderTerm);
 //   - the counts of failed etcd operations and whether etcd answered.
 //
 // It must not decide weights, touch an IPVS table or read the monitor's

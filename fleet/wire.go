@@ -291,6 +291,20 @@ func EncodeDocument(d Document) ([]byte, error) {
 	return b, nil
 }
 
+// consistent checks what a leader's own records always satisfy: a default
+// weight of at least 1 (the configuration refuses 0; an operator's
+// override is their weight, never 0) and weight 0 for a server out of
+// rotation (drained or down).
+func consistent(x scheduler.DestState) error {
+	if x.DefaultWeight < 1 {
+		return fmt.Errorf("%s: default weight %d (a default weight is at least 1)", x.Key, x.DefaultWeight)
+	}
+	if (x.State == string(policy.DrainedByOperator) || x.State == string(policy.Down)) && x.Weight != 0 {
+		return fmt.Errorf("%s: %s with weight %d (a server out of rotation has weight 0)", x.Key, x.State, x.Weight)
+	}
+	return nil
+}
+
 // DecodeDocument reads a stored Document and checks every field a
 // director would apply.
 func DecodeDocument(b []byte) (Document, error) {
@@ -362,6 +376,9 @@ func DecodeDocument(b []byte) (Document, error) {
 			}
 			x.Carried = policy.Carried{Ctrl: ctrl, CtrlSet: fields[10] == "1", Ramping: fields[11] == "1", RampElapsed: time.Duration(ramp)}
 			if err := x.Validate(); err != nil {
+				return bad("destination", err)
+			}
+			if err := consistent(x); err != nil {
 				return bad("destination", err)
 			}
 			d.Snapshot.Dests = append(d.Snapshot.Dests, x)

@@ -74,3 +74,24 @@ func TestDocumentRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentInconsistent: a document whose records no leader writes —
+// a default weight of 0, a drained or down server with a non-zero
+// weight — is refused with an error naming the server and the rule.
+func TestDocumentInconsistent(t *testing.T) {
+	const head = "lvs-feedback-state 1 x 5 1\ns 10.0.0.1:80/tcp\n"
+	for _, c := range []struct{ line, want string }{
+		{"d 10.0.1.1:80 managed 10 0 0 0 0 lvs-monitor 10 1 0 0", "default weight 0 (a default weight is at least 1)"},
+		{"d 10.0.1.1:80 drained 5 10 0 0 0 operator 0 0 0 0", "drained with weight 5 (a server out of rotation has weight 0)"},
+		{"d 10.0.1.1:80 down 5 10 0 0 10 lvs-monitor 0 0 0 0", "down with weight 5"},
+	} {
+		_, err := DecodeDocument([]byte(head + c.line + "\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "10.0.1.1:80") {
+			t.Errorf("%s: %v; want an error saying %q", c.line, err, c.want)
+		}
+	}
+	ok := head + "d 10.0.1.1:80 drained 0 10 0 0 0 operator 0 0 0 0\nd 10.0.1.2:80 down 0 10 0 0 10 lvs-monitor 0 0 0 0\n"
+	if _, err := DecodeDocument([]byte(ok)); err != nil {
+		t.Fatalf("a consistent document: %v", err)
+	}
+}

@@ -80,6 +80,9 @@ type EtcdConfig struct {
 	KeyFile      string        `toml:"key_file"`
 	Username     string        `toml:"username"`
 	PasswordFile string        `toml:"password_file"` // mode 0600
+	// Directors lists every director id of the fleet: the leader believes
+	// the counters of these only.
+	Directors []string `toml:"directors"`
 }
 
 // Fleet reports whether the director is one of an etcd fleet.
@@ -677,6 +680,16 @@ func (cfg *Config) checkFleet(bad func(key, format string, a ...any)) {
 		}
 	}
 	e := &s.Etcd
+	if !slices.Contains(e.Directors, s.ID) {
+		bad("sync.etcd.directors", "must list every director id of the fleet, this one (%q) included; got %q", s.ID, e.Directors)
+	}
+	for i, id := range e.Directors {
+		if !scheduler.ValidSender(id) {
+			bad(fmt.Sprintf("sync.etcd.directors[%d]", i), "must be 1 to %d letters, digits, '.', '_' or '-', got %q", scheduler.MaxSenderLen, id)
+		} else if slices.Index(e.Directors, id) != i {
+			bad(fmt.Sprintf("sync.etcd.directors[%d]", i), "%q listed twice", id)
+		}
+	}
 	if len(e.Endpoints) == 0 {
 		bad("sync.etcd.endpoints", "backend \"etcd\" needs at least one etcd endpoint URL")
 	}

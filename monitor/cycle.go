@@ -87,6 +87,7 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	m.observe(rows)
 	m.addFleetInputs(rows)
 	m.decide(rows)
+	m.boundFleetWeights(rows)
 	res := m.applyRows(rows)
 	errs := []error{res.err}
 	if stateChanged || res.recordsChanged {

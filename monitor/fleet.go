@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"lvs-feedback/fleet"
+	"lvs-feedback/ipvs"
+	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -33,6 +37,14 @@ type FleetStatus struct {
 	Directors   int    // directors publishing counters
 	// EtcdErrors counts failed etcd operations (and malformed values read).
 	EtcdErrors uint64
+	// Refused is why the last document read was refused ("" when applied
+	// or none); DocumentsRefused counts the refusals.
+	Refused          string
+	DocumentsRefused uint64
+	// CountersRefused counts the other directors' counters the leader
+	// left out: per director and cycle an untrusted record (unlisted, or
+	// not bound to a live lease), per destination an implausible figure.
+	CountersRefused uint64
 }
 
 // FleetStore is the etcd edge as a fleet director uses it (*fleet.Client;
@@ -52,7 +64,11 @@ type FleetStore interface {
 // leader, adds others, the other directors' figures, to its observations.
 type fleetInputs struct {
 	local  map[DestKey]localFigures
-	others map[DestKey]otherFigures
+	others map[DestKey][]otherFigures
+	// refs holds, per destination, the plausibility references of the
+	// last refWindow cycles; refused collects the figures left out.
+	refs    map[DestKey][2][refWindow]int64
+	refused []refusedFigures
 }
 
 type localFigures struct {
@@ -60,11 +76,37 @@ type localFigures struct {
 	Active, Inactive int
 }
 
+// otherFigures are one other director's figures for one destination.
 type otherFigures struct {
-	New                  int64
-	Active, ActiveDelta  int
-	Inactive, Publishing int
+	Director            string
+	New                 int64
+	Active, ActiveDelta int
+	Inactive            int
 }
+
+// refusedFigures is one other director's figures for one destination
+// that the plausibility bound left out.
+type refusedFigures struct {
+	Director    string
+	Key         DestKey
+	New, Active int64
+	// Bound and Reference are those of new connections.
+	Bound, Reference int64
+}
+
+// The plausibility bound (docs/fleet.md): ECMP hashes flows over the
+// directors, so every director's share of one server's new connections in
+// an interval is of one size; a director whose figure for a server is more
+// than plausibleFactor times the reference — the larger of the leader's own
+// figure and the lower median of the other directors' figures, the largest
+// of the last refWindow cycles (publications reach the leader up to a cycle
+// late) — is not believed. plausibleFloor (per second of interval) keeps a
+// few connections from being refused when the reference is near 0.
+const (
+	plausibleFactor = 10
+	plausibleFloor  = 10
+	refWindow       = 3
+)
 
 // addFleetInputs runs in the cycle after observe: it keeps this director's
 // own figures for publishing and, on a leader, makes the observations the
@@ -75,20 +117,62 @@ func (m *Monitor) addFleetInputs(rows []destRow) {
 		return
 	}
 	clear(f.local)
+	floor := int64(math.Ceil(plausibleFloor * m.cfg.Interval.Seconds()))
 	for i := range rows {
 		d := rows[i].st
 		f.local[d.Key] = localFigures{New: d.NewConns, Active: d.ActiveConns, Inactive: d.InactiveConns}
-		o, ok := f.others[d.Key]
-		if !ok {
+		figs := f.others[d.Key]
+		if len(figs) == 0 {
 			continue
 		}
-		if d.NewConns >= 0 {
-			d.NewConns += o.New
+		news, acts := make([]int64, len(figs)), make([]int64, len(figs))
+		for j, o := range figs {
+			news[j], acts[j] = o.New, int64(o.Active)
 		}
-		d.ActiveConns += o.Active
-		d.ActiveDelta += o.ActiveDelta
-		d.InactiveConns += o.Inactive
+		refNew := f.reference(d.Key, 0, max(d.NewConns, 0), lowerMedian(news))
+		refAct := f.reference(d.Key, 1, int64(d.ActiveConns), lowerMedian(acts))
+		boundNew, boundAct := plausibleFactor*max(refNew, floor), plausibleFactor*max(refAct, floor)
+		for _, o := range figs {
+			if o.New > boundNew || int64(o.Active) > boundAct || int64(abs(o.ActiveDelta)) > boundAct {
+				f.refused = append(f.refused, refusedFigures{Director: o.Director, Key: d.Key, New: o.New, Active: int64(o.Active),
+					Bound: boundNew, Reference: refNew})
+				continue
+			}
+			if d.NewConns >= 0 {
+				d.NewConns += o.New
+			}
+			d.ActiveConns += o.Active
+			d.ActiveDelta += o.ActiveDelta
+			d.InactiveConns += o.Inactive
+		}
 	}
+}
+
+// reference records this cycle's plausibility reference of one figure
+// of a destination (slot 0: new connections, 1: active) — the larger of
+// the leader's own and the lower median of the others' — and returns the
+// largest of the last refWindow cycles.
+func (f *fleetInputs) reference(k DestKey, slot int, own, median int64) int64 {
+	h := f.refs[k]
+	copy(h[slot][1:], h[slot][:refWindow-1])
+	h[slot][0] = max(own, median)
+	f.refs[k] = h
+	return slices.Max(h[slot][:])
+}
+
+// lowerMedian is the lower median of v (v is reordered): with an even
+// count the smaller middle value, so that one of two directors cannot
+// raise it alone.
+func lowerMedian(v []int64) int64 {
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // baseline is the leader's last reading of one other director.
@@ -121,8 +205,9 @@ type fleetDirector struct {
 	applied map[string]scheduler.EditPos
 	seen    map[string]*baseline
 
-	// Follower side.
-	maxTerm int64 // highest term of a document applied: older ones are refused
+	// refusedWhy is the reason last logged for refusing a document: one
+	// line per new reason, not one per cycle.
+	refusedWhy string
 
 	st FleetStatus
 }
@@ -144,7 +229,7 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 		store = c
 	}
 	m.opMu.Lock()
-	m.fleetIn = &fleetInputs{local: map[DestKey]localFigures{}}
+	m.fleetIn = &fleetInputs{local: map[DestKey]localFigures{}, refs: map[DestKey][2][refWindow]int64{}}
 	m.follower = true // nothing is written before this director leads
 	m.opMu.Unlock()
 	m.log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
@@ -159,7 +244,7 @@ func fleetClientConfig(cfg Config, dryRun bool, log *slog.Logger) fleet.Config {
 	return fleet.Config{ID: cfg.Sync.ID, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
 		OpTimeout: max(cfg.Interval, time.Second), // an unreachable etcd must not stall cycles for long
 		CAFile:    e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile, Username: e.Username, PasswordFile: e.PasswordFile,
-		Observer: dryRun, Logger: log}
+		Observer: dryRun, Members: e.Directors, Logger: log}
 }
 
 // stop resigns and disconnects.
@@ -195,6 +280,10 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 		for _, e := range fl.Malformed {
 			f.log.Error("fleet: malformed director counters left out of the sums", "error", e)
 		}
+		if n := len(fl.Refused); n > 0 {
+			f.st.CountersRefused += uint64(n)
+			f.log.Warn("fleet: untrusted director counters left out of the sums", "records", n, "first", fl.Refused[0].Error())
+		}
 	}
 	switch {
 	case leading && f.term != st.Term:
@@ -211,6 +300,7 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	f.m.setFollower(!leading)
 	rep, err := f.m.Cycle(ctx)
 	f.m.setFleetOthers(nil)
+	f.noteImplausible(f.m.takeRefused())
 	if ctx.Err() != nil {
 		return
 	}
@@ -234,6 +324,34 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	}
 }
 
+// noteImplausible counts and logs, one line per director, the figures
+// the plausibility bound left out of this cycle's sums.
+func (f *fleetDirector) noteImplausible(refused []refusedFigures) {
+	if len(refused) == 0 {
+		return
+	}
+	f.st.CountersRefused += uint64(len(refused))
+	byDir := map[string][]refusedFigures{}
+	for _, r := range refused {
+		byDir[r.Director] = append(byDir[r.Director], r)
+	}
+	for _, id := range slices.Sorted(maps.Keys(byDir)) {
+		r := byDir[id][0]
+		f.log.Warn("fleet: implausible director counters left out of the sums", "from", id, "servers", len(byDir[id]),
+			"server", r.Key.String(), "new", r.New, "active", r.Active, "bound", r.Bound, "reference", r.Reference,
+			"why", fmt.Sprintf("more than %d × the larger of the leader's own and the other directors' median", plausibleFactor))
+	}
+}
+
+// takeRefused returns and forgets the figures the last cycle left out.
+func (m *Monitor) takeRefused() []refusedFigures {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	r := m.fleetIn.refused
+	m.fleetIn.refused = nil
+	return r
+}
+
 // takeOver starts a term: the leader continues from the stored document
 // (weights, drains, controller state, the edits applied), holding the
 // edits made here and not yet acknowledged.
@@ -241,6 +359,13 @@ func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 	f.term = term
 	f.seen = map[string]*baseline{}
 	f.applied = map[string]scheduler.EditPos{}
+	if d := fl.Document; d != nil {
+		if err := f.m.checkWeights(d.Snapshot); err != nil {
+			f.refuse(d, err)
+			f.log.Error("fleet: the stored state document refused; the leader continues from its own state and replaces it", "error", err)
+			fl.Document = nil
+		}
+	}
 	if d := fl.Document; d != nil {
 		for _, a := range d.Acks {
 			f.applied[a.Peer] = a.Pos
@@ -288,11 +413,12 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 	}
 }
 
-// sums returns the other directors' figures per destination: new
-// connections since the leader's last reading of each (or, at a first
-// reading, the director's last cycle), active and inactive connections.
-func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey]otherFigures {
-	out := map[DestKey]otherFigures{}
+// sums returns the other directors' figures per destination, one entry
+// per director: new connections since the leader's last reading of it (or,
+// at a first reading, its last cycle), active and inactive connections.
+// addFleetInputs checks them against the plausibility bound and adds them.
+func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]otherFigures {
+	out := map[DestKey][]otherFigures{}
 	live := map[string]bool{}
 	for _, c := range dirs {
 		if c.Director == f.cfg.ID {
@@ -305,19 +431,16 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey]otherFigures {
 			f.seen[c.Director] = b
 		}
 		for _, d := range c.Dests {
-			o := out[DestKey(d.Key)]
+			o := otherFigures{Director: c.Director, Active: d.Active, Inactive: d.Inactive}
 			prev, ok := b.dests[d.Key]
 			switch {
 			case ok && d.NewTotal >= prev.total:
-				o.New += int64(d.NewTotal - prev.total)
-				o.ActiveDelta += d.Active - prev.active
+				o.New = int64(min(d.NewTotal-prev.total, math.MaxInt64))
+				o.ActiveDelta = d.Active - prev.active
 			case d.New > 0:
-				o.New += d.New
+				o.New = d.New
 			}
-			o.Active += d.Active
-			o.Inactive += d.Inactive
-			o.Publishing++
-			out[DestKey(d.Key)] = o
+			out[DestKey(d.Key)] = append(out[DestKey(d.Key)], o)
 			b.dests[d.Key] = baselineDest{total: d.NewTotal, active: d.Active}
 		}
 	}
@@ -382,7 +505,12 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 	f.st.LeaderID, f.st.Directors = v.Leader, v.Directors
 	if err != nil {
 		if errors.Is(err, fleet.ErrMalformed) {
-			f.log.Error("fleet: the stored state document is malformed; nothing applied, table held", "error", err)
+			f.st.Refused = err.Error()
+			f.st.DocumentsRefused++
+			if f.refusedWhy != f.st.Refused {
+				f.refusedWhy = f.st.Refused
+				f.log.Error("fleet: the stored state document is malformed; nothing applied, table held", "error", err)
+			}
 		} else {
 			f.log.Warn("fleet: etcd unreachable; table held (fail static)", "error", err)
 		}
@@ -400,13 +528,109 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		f.log.Warn("fleet: no live etcd lease; the leader's state not applied, table held")
 		return
 	}
-	if d.Term < f.maxTerm {
-		f.log.Warn("fleet: document from an earlier leader refused", "leader", d.Leader, "term", d.Term, "current_term", f.maxTerm)
+	if err := f.checkDocument(d, v); err != nil {
+		f.refuse(d, err)
 		return
 	}
-	f.maxTerm = d.Term
+	f.st.Refused, f.refusedWhy = "", ""
 	if err := f.m.adoptFrom(f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
 		f.log.Error("fleet: applying the leader's state", "leader", d.Leader, "error", err)
+	}
+}
+
+// checkDocument is a follower's check of the document before it applies
+// it: written by the leader the election names now, in its term (its
+// election key's creation revision, read in the same transaction) — not
+// by remembering the largest term seen, which a forged term or an etcd
+// restore would turn into a lock-out — and every weight within range.
+func (f *fleetDirector) checkDocument(d *fleet.Document, v fleet.View) error {
+	switch {
+	case v.Leader == "":
+		return fmt.Errorf("written by %s in term %d, but no leader is elected now", d.Leader, d.Term)
+	case d.Leader != v.Leader || d.Term != v.LeaderTerm:
+		return fmt.Errorf("written by %s in term %d, but the elected leader is %s in term %d", d.Leader, d.Term, v.Leader, v.LeaderTerm)
+	}
+	return f.m.checkWeights(d.Snapshot)
+}
+
+// refuse records and logs a refused document: the table is held.
+func (f *fleetDirector) refuse(d *fleet.Document, err error) {
+	f.st.Refused = err.Error()
+	f.st.DocumentsRefused++
+	if f.refusedWhy != f.st.Refused {
+		f.refusedWhy = f.st.Refused
+		f.log.Error("fleet: the state document refused; table held", "leader", d.Leader, "term", d.Term, "revision", d.Revision, "why", f.st.Refused)
+	}
+}
+
+// fleetWeightRange is the range of the weights lvs-monitor decides for a
+// server of effective default weight def: from weight.min to the larger
+// of weight.scale × def (the LVS formula's bound) and weight.resolution
+// (the capacity controller's largest weight), within the kernel's bound.
+func fleetWeightRange(p policy.WeightParams, def int) (lo, hi int) {
+	hi = min(max(policy.RoundWeight(policy.MaxWeightFor(def, p)), p.Resolution), ipvs.MaxWeight)
+	return p.Min, max(hi, p.Min)
+}
+
+// checkWeights checks that every weight lvs-monitor set in snap (managed,
+// set by lvs-monitor) for a server configured here lies within its range.
+// An operator's, a health checker's or a weight found in the table is
+// theirs, bounded by the kernel's range only (DecodeDocument).
+func (m *Monitor) checkWeights(snap scheduler.Snapshot) error {
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	conf := map[DestKey]int{}
+	for i := range m.cfg.Services {
+		s := &m.cfg.Services[i]
+		for j := range s.Servers {
+			conf[DestKey{Service: s.Key, Dest: s.Servers[j].Addr}] = s.Servers[j].Weight
+		}
+	}
+	for _, x := range snap.Dests {
+		c, ok := conf[DestKey(x.Key)]
+		if !ok || x.State != string(policy.Managed) || x.SetBy != policy.ByMonitor {
+			continue
+		}
+		def := policy.DestRecord{DefaultOverride: x.DefaultOverride, OverriddenConfig: x.OverriddenConfig}.DefaultWeight(c)
+		if lo, hi := fleetWeightRange(m.cfg.Weight, def); x.Weight < lo || x.Weight > hi {
+			return fmt.Errorf("%s: weight %d outside the configured range %d–%d (weight.min to the larger of weight.scale × default %d and weight.resolution)",
+				x.Key, x.Weight, lo, hi, def)
+		}
+	}
+	return nil
+}
+
+// boundFleetWeights keeps a fleet leader's decisions within the range
+// followers accept (fleetWeightRange): a weight of lvs-monitor's outside it,
+// decided now or standing, is written at the nearest bound. It runs between
+// decide and apply; a follower's decisions write nothing anyway.
+func (m *Monitor) boundFleetWeights(rows []destRow) {
+	if m.fleetIn == nil || m.follower {
+		return
+	}
+	for i := range rows {
+		d := rows[i].st
+		dec := &d.Decision
+		rec := dec.Record
+		if rec.State != policy.Managed || rec.SetBy != policy.ByMonitor || dec.Trace.Frozen {
+			continue
+		}
+		lo, hi := fleetWeightRange(m.cfg.Weight, rec.DefaultWeight(d.Configured))
+		if st := rows[i].state; st.CtrlSet {
+			st.Ctrl = min(max(st.Ctrl, float64(lo)), float64(hi))
+		}
+		if dec.OnWrite.SetCtrl {
+			dec.OnWrite.Ctrl = min(max(dec.OnWrite.Ctrl, float64(lo)), float64(hi))
+		}
+		w := min(max(dec.To, lo), hi)
+		if w == dec.To {
+			continue
+		}
+		m.log.Warn("fleet: the leader's weight bounded to the configured range", "service", d.Key.Service, "server", d.Key.Dest,
+			"decided", dec.To, "written", w, "min", lo, "max", hi)
+		dec.Reason = strings.TrimPrefix(fmt.Sprintf("%s; %d bounded to the range %d–%d", dec.Reason, dec.To, lo, hi), "; ")
+		dec.To, dec.Write = w, w != dec.Before
+		dec.Record.Written, dec.RecordChanged = w, true
 	}
 }
 
@@ -435,7 +659,7 @@ func (f *fleetDirector) status(leading bool) {
 }
 
 // setFleetOthers sets the other directors' figures the next cycle adds.
-func (m *Monitor) setFleetOthers(o map[DestKey]otherFigures) {
+func (m *Monitor) setFleetOthers(o map[DestKey][]otherFigures) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	m.fleetIn.others = o

@@ -19,6 +19,7 @@ id = "dir1"
 backend = "etcd"
 [sync.etcd]
 endpoints = ["http://127.0.0.1:2379"]
+directors = ["dir1", "dir2"]
 `
 
 func TestFleetConfigDefaults(t *testing.T) {
@@ -58,6 +59,10 @@ func TestFleetConfigErrors(t *testing.T) {
 		"cert without key":    {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\ncert_file = \"/c.pem\"\n", "sync.etcd.cert_file"},
 		"relative ca":         {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nca_file = \"ca.pem\"\n", "sync.etcd.ca_file"},
 		"user without pw":     {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nusername = \"u\"\n", "sync.etcd.username"},
+		"no directors list":   {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\n", "sync.etcd.directors"},
+		"self not listed":     {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\ndirectors = [\"dir2\", \"dir3\"]\n", "sync.etcd.directors"},
+		"director twice":      {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\ndirectors = [\"dir1\", \"dir2\", \"dir2\"]\n", "sync.etcd.directors[2]"},
+		"director id":         {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\ndirectors = [\"dir1\", \"dir 2\"]\n", "sync.etcd.directors[1]"},
 		"pw file readable":    {"[sync.etcd]\nendpoints = [\"http://127.0.0.1:2379\"]\nusername = \"u\"\npassword_file = \"" + open + "\"\n", "sync.etcd.password_file"},
 	}
 	for name, c := range cases {
@@ -88,8 +93,8 @@ func TestFleetConfigErrors(t *testing.T) {
 // counts the client's failures once each.
 func TestFleetMetrics(t *testing.T) {
 	x := NewMetrics(prometheus.NewRegistry())
-	x.observeFleet(FleetStatus{Leader: true, EtcdUp: true, Directors: 3, DocRevision: 17, EtcdErrors: 2})
-	x.observeFleet(FleetStatus{Leader: false, EtcdUp: false, Directors: 2, DocRevision: 17, EtcdErrors: 5})
+	x.observeFleet(FleetStatus{Leader: true, EtcdUp: true, Directors: 3, DocRevision: 17, EtcdErrors: 2, CountersRefused: 4})
+	x.observeFleet(FleetStatus{Leader: false, EtcdUp: false, Directors: 2, DocRevision: 17, EtcdErrors: 5, DocumentsRefused: 3, CountersRefused: 4})
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -100,6 +105,8 @@ func TestFleetMetrics(t *testing.T) {
 		{"directors", testutil.ToFloat64(x.fleetDirectors), 2},
 		{"revision", testutil.ToFloat64(x.fleetDocRevision), 17},
 		{"errors", testutil.ToFloat64(x.fleetEtcdErrors), 5},
+		{"documents refused", testutil.ToFloat64(x.fleetDocRefused), 3},
+		{"counters refused", testutil.ToFloat64(x.fleetCtrRefused), 4},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -129,7 +136,7 @@ password_file = "`+pw+`"
 	got := fleetClientConfig(cfg, true, nil)
 	want := fleet.Config{ID: "dir1", Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/lb/", LeaseTTL: 12 * time.Second,
 		DialTimeout: 2 * time.Second, OpTimeout: 5 * time.Second, CAFile: "/etc/lvs/ca.pem", CertFile: "/etc/lvs/dir1.pem",
-		KeyFile: "/etc/lvs/dir1.key", Username: "lvs", PasswordFile: pw, Observer: true}
+		KeyFile: "/etc/lvs/dir1.key", Username: "lvs", PasswordFile: pw, Observer: true, Members: []string{"dir1", "dir2"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("fleet client config\n got %+v\nwant %+v", got, want)
 	}

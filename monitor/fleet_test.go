@@ -39,6 +39,8 @@ type fleetMember struct {
 	// newA sums the new connections to rsA the controller saw in this
 	// director's cycles as leader.
 	newA int64
+	// capacity: run the capacity controller (default: the LVS formula).
+	capacity bool
 }
 
 func newFleetMember(t *testing.T, id string, member *etcdtest.Member) *fleetMember {
@@ -55,10 +57,13 @@ func newFleetMember(t *testing.T, id string, member *etcdtest.Member) *fleetMemb
 func (d *fleetMember) start(t *testing.T, dryRun bool) {
 	t.Helper()
 	conf := strings.Replace(cpuOnlyConfig, `interval = "1s"`, `interval = "500ms"`, 1)
+	if d.capacity {
+		conf = strings.Replace(conf, `controller = "lvs"`, `controller = "capacity"`, 1)
+	}
 	conf = strings.Replace(conf, `agent_timeout = "500ms"`, `agent_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, "[availability]\n", "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n", 1)
-	conf += "[sync]\nid = \"" + d.id + "\"\nbackend = \"etcd\"\n[sync.etcd]\nendpoints = [\"" + d.proxy.URL + "\"]\nprefix = \"/fleet-test/\"\nlease_ttl = \"2s\"\ndial_timeout = \"2s\"\n"
+	conf += "[sync]\nid = \"" + d.id + "\"\nbackend = \"etcd\"\n[sync.etcd]\nendpoints = [\"" + d.proxy.URL + "\"]\nprefix = \"/fleet-test/\"\nlease_ttl = \"2s\"\ndial_timeout = \"2s\"\ndirectors = [\"dir1\", \"dir2\", \"dir3\", \"dir4\"]\n"
 	cfg, err := ParseConfig(d.id+".toml", []byte(conf))
 	must(t, err)
 	cfg.StateDir = t.TempDir()
@@ -66,7 +71,7 @@ func (d *fleetMember) start(t *testing.T, dryRun bool) {
 	must(t, err)
 	e := cfg.Sync.Etcd
 	cl, err := fleet.New(fleet.Config{ID: d.id, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
-		OpTimeout: time.Second, Observer: dryRun})
+		OpTimeout: time.Second, Observer: dryRun, Members: e.Directors})
 	must(t, err)
 	d.m, err = New(cfg, Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store,
 		Fleet: killableStore{Client: cl, d: d}}, dryRun)

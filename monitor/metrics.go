@@ -48,6 +48,10 @@ type Metrics struct {
 	fleetDocRevision prometheus.Gauge
 	fleetEtcdErrors  prometheus.Counter
 	fleetErrorsSeen  uint64
+	fleetDocRefused  prometheus.Counter
+	fleetDocSeen     uint64
+	fleetCtrRefused  prometheus.Counter
+	fleetCtrSeen     uint64
 
 	seen map[[2]string]bool // destinations with series, to delete removed ones
 }
@@ -128,6 +132,11 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 	x.fleetEtcdErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "fleet_etcd_errors_total",
 		Help: "Failed etcd operations of this fleet director (unreachable, lease lost, malformed values read)."})
 	reg.MustRegister(x.fleetEtcdErrors)
+	x.fleetDocRefused = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "fleet_documents_refused_total",
+		Help: "State documents this fleet director refused (malformed, not the elected leader's in its term, or a weight outside the configured range); the table is held."})
+	x.fleetCtrRefused = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "fleet_counters_refused_total",
+		Help: "Other directors' counters the fleet leader left out of its sums: untrusted records (a director not listed, or not under a live lease) and implausible figures (per server)."})
+	reg.MustRegister(x.fleetDocRefused, x.fleetCtrRefused)
 	revision := build.Revision
 	if revision == "" {
 		revision = "unknown"
@@ -307,5 +316,13 @@ func (x *Metrics) observeFleet(s FleetStatus) {
 	if s.EtcdErrors > x.fleetErrorsSeen {
 		x.fleetEtcdErrors.Add(float64(s.EtcdErrors - x.fleetErrorsSeen))
 		x.fleetErrorsSeen = s.EtcdErrors
+	}
+	if s.DocumentsRefused > x.fleetDocSeen {
+		x.fleetDocRefused.Add(float64(s.DocumentsRefused - x.fleetDocSeen))
+		x.fleetDocSeen = s.DocumentsRefused
+	}
+	if s.CountersRefused > x.fleetCtrSeen {
+		x.fleetCtrRefused.Add(float64(s.CountersRefused - x.fleetCtrSeen))
+		x.fleetCtrSeen = s.CountersRefused
 	}
 }

@@ -22,6 +22,10 @@ func TestStatusFleet(t *testing.T) {
 		{api.FleetStatus{EtcdUp: false, EtcdError: "context deadline exceeded", EtcdErrors: 7, DocRevision: 43},
 			[]string{"(leader none known, 0 directors, document revision 43)", "  ETCD UNREACHABLE: table held (fail static): context deadline exceeded; 7 failed etcd operations"}},
 		{api.FleetStatus{EtcdUp: true, LeaderID: "dir2"}, []string{"  etcd reachable, NO LEASE: table held"}},
+		{api.FleetStatus{EtcdUp: true, LeaseOK: true, LeaderID: "dir2", DocumentsRefused: 3, CountersRefused: 5,
+			Refused: "written by dir2 in term 9223372036854775807, but the elected leader is dir2 in term 41"},
+			[]string{"  DOCUMENT REFUSED: table held: written by dir2 in term 9223372036854775807, but the elected leader is dir2 in term 41",
+				"  refused: 3 documents, 5 director counters"}},
 	}
 	for _, c := range cases {
 		var b strings.Builder

@@ -225,4 +225,10 @@ func printFleet(w io.Writer, sy *api.SyncStatus) {
 	}
 	fmt.Fprintf(w, "fleet: %s, %s (leader %s, %d directors, document revision %d)\n", sy.ID, role, leader, f.Directors, f.DocRevision)
 	fmt.Fprintf(w, "  %s; %d failed etcd operations\n", etcd, f.EtcdErrors)
+	if f.Refused != "" {
+		fmt.Fprintf(w, "  DOCUMENT REFUSED: table held: %s\n", f.Refused)
+	}
+	if f.DocumentsRefused > 0 || f.CountersRefused > 0 {
+		fmt.Fprintf(w, "  refused: %d documents, %d director counters\n", f.DocumentsRefused, f.CountersRefused)
+	}
 }

@@ -111,6 +111,10 @@ type FleetStatus struct {
 	DocRevision int64  `json:"document_revision"`
 	Directors   int    `json:"directors"`
 	EtcdErrors  uint64 `json:"etcd_errors"`
+	// Refused is why the last document read was refused ("" if applied).
+	Refused          string `json:"refused,omitempty"`
+	DocumentsRefused uint64 `json:"documents_refused"`
+	CountersRefused  uint64 `json:"counters_refused"`
 }
 
 // SyncPeer is another director of the group.

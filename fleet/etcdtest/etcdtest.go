@@ -185,6 +185,24 @@ func (c *Cluster) Restart(within time.Duration) {
 	c.WaitReady(within)
 }
 
+// Wipe stops every member, deletes its data and starts the cluster anew,
+// empty: as after restoring etcd from a backup (etcdctl snapshot restore,
+// or the keys put back), revisions start again from the beginning and no
+// lease or election key of before survives. It waits until the cluster
+// answers.
+func (c *Cluster) Wipe(within time.Duration) {
+	for _, m := range c.Members {
+		m.Stop()
+		if err := os.RemoveAll(filepath.Join(m.dir, "data")); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	for _, m := range c.Members {
+		m.start("new")
+	}
+	c.WaitReady(within)
+}
+
 // WaitReady waits until a linearizable read succeeds.
 func (c *Cluster) WaitReady(within time.Duration) {
 	t := c.Members[0].t

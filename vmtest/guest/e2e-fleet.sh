@@ -351,6 +351,7 @@ id = "dir$1"
 endpoints = ["$ETCD_URL"]
 prefix = "/lvs-feedback/"
 lease_ttl = "${LEASE_TTL}s"
+directors = ["dir1", "dir2", "dir3"]
 dial_timeout = "5s"
 
 [[service]]
