@@ -47,9 +47,10 @@ demo: build
 
 # Each fuzz target for FUZZTIME (default 20s): the agent-reply decoder, the
 # config loader, the sync frame verifier, payload decoder and header check
-# (what the listener reads before a frame authenticates), and the pusher's
-# parsing of hellos and acknowledgements. Seed corpora are committed under
-# each package's testdata/fuzz and run by `make test`.
+# (what the listener reads before a frame authenticates), the pusher's
+# parsing of hellos and acknowledgements, the node_exporter parser and the
+# saved IPVS table reader (lvs-monitor -dry-run -table). Seed corpora are
+# committed under each package's testdata/fuzz and run by `make test`.
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReport$$' -fuzztime $(FUZZTIME) ./agent/
@@ -59,6 +60,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzVerifyHeader$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzPusherReplies$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./nodeexp/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadTable$$' -fuzztime $(FUZZTIME) ./ipvs/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.

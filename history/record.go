@@ -2,8 +2,9 @@
 // server per cycle, in the state directory, bounded and rotated by rename
 // (history.jsonl → history.jsonl.1 → …). lvs-monitor writes it (Writer);
 // lvsctl history and any other tool read it (Read). It imports the
-// standard library only, so that lvsctl stays lean; docs/history.md
-// describes every field.
+// standard library and internal/statedir (the writer opens its files
+// there, never through a link) only, so that lvsctl stays lean;
+// docs/history.md describes every field.
 package history
 
 import "time"
@@ -101,7 +102,7 @@ type Agent struct {
 // AgentRaw is the "raw" object of the agent's reply (agent.Raw, whose
 // JSON form it shares field for field: a test in package monitor holds
 // the two together), copied rather than imported so that this package
-// needs nothing but the standard library.
+// (and lvsctl) does not link the agent.
 type AgentRaw struct {
 	PID               int                `json:"pid,omitempty"`
 	WindowSeconds     float64            `json:"window_seconds"`

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"lvs-feedback/internal/statedir"
 )
 
 // Limits bound the history on disk: at most Files files of at most
@@ -36,23 +38,32 @@ func (l Limits) Check() error {
 // partial last line, which Read skips and the next Open ends with a
 // newline. A Writer is not safe for concurrent use.
 type Writer struct {
-	dir  string
+	dir  *statedir.Dir
 	lim  Limits
 	f    *os.File // nil after a failure: the next Write reopens
 	size int64    // bytes in the current file
 	buf  []byte
 }
 
-// Open opens the history in dir (which must exist) for appending.
+// Open opens the history in dir for appending. dir must exist and be
+// private (statedir.Open: no other user can write it); the files are
+// reached through the checked directory, never through a link, and
+// created 0600.
 func Open(dir string, lim Limits) (*Writer, error) {
 	if err := lim.Check(); err != nil {
 		return nil, err
 	}
-	w := &Writer{dir: dir, lim: lim}
-	if err := w.prune(); err != nil {
-		return nil, err
+	d, err := statedir.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
 	}
-	if err := w.open(); err != nil {
+	w := &Writer{dir: d, lim: lim}
+	err = w.prune()
+	if err == nil {
+		err = w.open()
+	}
+	if err != nil {
+		d.Close()
 		return nil, err
 	}
 	return w, nil
@@ -61,7 +72,7 @@ func Open(dir string, lim Limits) (*Writer, error) {
 // prune removes the rotated files beyond Limits.Files, left by a run
 // that kept more.
 func (w *Writer) prune() error {
-	files, err := Files(w.dir)
+	files, err := Files(w.dir.Path())
 	if err != nil {
 		return err
 	}
@@ -72,7 +83,7 @@ func (w *Writer) prune() error {
 		rotated--
 	}
 	for _, path := range files[:max(0, rotated-(w.lim.Files-1))] {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := w.dir.Remove(filepath.Base(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("history: remove %s beyond the files kept: %w", path, err)
 		}
 	}
@@ -80,13 +91,13 @@ func (w *Writer) prune() error {
 }
 
 // Path is the current history file.
-func (w *Writer) Path() string { return filepath.Join(w.dir, FileName) }
+func (w *Writer) Path() string { return w.dir.Join(FileName) }
 
 // open opens the current file and, if its last line was cut short (a
 // crash in the middle of a write), ends it, so that the next record
 // starts a line of its own and only the cut one is lost.
 func (w *Writer) open() error {
-	f, err := os.OpenFile(w.Path(), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := w.dir.OpenFile(FileName, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open history: %w", err)
 	}
@@ -172,31 +183,33 @@ func (w *Writer) rotate() error {
 		return fmt.Errorf("rotate history: %w", err)
 	}
 	w.f = nil
-	cur := w.Path()
-	numbered := func(i int) string { return cur + "." + strconv.Itoa(i) }
-	if err := os.Remove(numbered(w.lim.Files - 1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	numbered := func(i int) string { return FileName + "." + strconv.Itoa(i) }
+	if err := w.dir.Remove(numbered(w.lim.Files - 1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("rotate history: %w", err)
 	}
 	for i := w.lim.Files - 2; i >= 1; i-- {
-		if err := os.Rename(numbered(i), numbered(i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := w.dir.Rename(numbered(i), numbered(i+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("rotate history: %w", err)
 		}
 	}
-	if err := os.Rename(cur, numbered(1)); err != nil {
+	if err := w.dir.Rename(FileName, numbered(1)); err != nil {
 		return fmt.Errorf("rotate history: %w", err)
 	}
 	return w.open()
 }
 
-// Close closes the current file.
+// Close closes the current file and the directory.
 func (w *Writer) Close() error {
-	if w.f == nil {
-		return nil
+	var err error
+	if w.f != nil {
+		if err = w.f.Close(); err != nil {
+			err = fmt.Errorf("close history: %w", err)
+		}
+		w.f = nil
 	}
-	err := w.f.Close()
-	w.f = nil
-	if err != nil {
-		return fmt.Errorf("close history: %w", err)
+	if w.dir != nil {
+		err = errors.Join(err, w.dir.Close())
+		w.dir = nil
 	}
-	return nil
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -39,8 +40,21 @@ type TableSyntaxError struct {
 }
 
 func (e *TableSyntaxError) Error() string {
-	return fmt.Sprintf("line %d: %v (in %q)", e.Line, e.Err, e.Text)
+	text := e.Text
+	if len(text) > maxQuoted {
+		text = text[:maxQuoted] + "..."
+	}
+	return fmt.Sprintf("line %d: %v (in %q)", e.Line, e.Err, text)
 }
+
+// maxQuoted is how much of a bad line an error quotes: enough to find it,
+// not a screenful of a garbled one.
+const maxQuoted = 160
+
+// maxWord bounds a word of a line, so that an error quoting one stays
+// short. The longest words ipvsadm prints are an IPv6 address with its
+// port (47 bytes) and a list of scheduler flags.
+const maxWord = 128
 
 func (e *TableSyntaxError) Unwrap() error { return e.Err }
 
@@ -66,6 +80,7 @@ func ReadTableFile(path string) (*Mem, error) {
 // (a *TableSyntaxError names the line); no partial table is returned.
 func ReadTable(r io.Reader) (*Mem, error) {
 	m := NewMem()
+	b := &tableBuilder{m: m, seen: make(map[destKey]struct{})}
 	sc := bufio.NewScanner(r)
 	var read func(fields []string) error // nil until the first line says the format
 	var list listReader
@@ -77,13 +92,17 @@ func ReadTable(r io.Reader) (*Mem, error) {
 		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
+		if i := slices.IndexFunc(fields, func(w string) bool { return len(w) > maxWord }); i >= 0 {
+			return nil, &TableSyntaxError{Line: n, Text: text,
+				Err: fmt.Errorf("word %d is %d bytes long: no word of a saved table is longer than %d", i+1, len(fields[i]), maxWord)}
+		}
 		if read == nil {
 			switch {
 			case fields[0] == "-A" || fields[0] == "-a" || fields[0] == "--add-service" || fields[0] == "--add-server":
-				read = func(f []string) error { return readRule(m, f) }
+				read = func(f []string) error { return readRule(b, f) }
 			case strings.HasPrefix(text, "IP Virtual Server version") || fields[0] == "Prot" || fields[0] == "->" ||
 				len(fields) >= 3 && listProtocol(fields[0]):
-				list.m = m
+				list.b = b
 				read = list.line
 			default:
 				return nil, &TableSyntaxError{Line: n, Text: text,
@@ -110,10 +129,57 @@ type savedService struct {
 	v6  bool // -6: a firewall-mark service of family inet6
 }
 
+// tableBuilder fills the new Mem as ReadTable reads. It remembers every
+// destination it added, so that a server line costs a map lookup instead
+// of Mem.AddDestination's scan of the servers before it, which made a
+// table of one large service quadratic to read.
+type tableBuilder struct {
+	m    *Mem
+	seen map[destKey]struct{}
+}
+
+// destKey is a destination of a service, both canonical.
+type destKey struct {
+	svc  ServiceKey
+	addr netip.AddrPort
+}
+
+func (b *tableBuilder) addService(k ServiceKey, scheduler string) error {
+	return b.m.AddService(k, scheduler)
+}
+
+// addDestination adds d to service svc with the checks and errors of
+// Mem.AddDestination, keeping d's connection counts.
+func (b *tableBuilder) addDestination(svc ServiceKey, d Destination) error {
+	fail := func(err error) error { return fmt.Errorf("add destination %s to %s: %w", d.Addr, svc, err) }
+	if err := checkWeight(d.Weight); err != nil {
+		return fail(err)
+	}
+	if d.ActiveConns < 0 || d.InactiveConns < 0 {
+		return fail(fmt.Errorf("negative connection count (%d active, %d inactive)", d.ActiveConns, d.InactiveConns))
+	}
+	b.m.mu.Lock()
+	defer b.m.mu.Unlock()
+	s, k, err := b.m.service(svc)
+	if err != nil {
+		return fail(err)
+	}
+	if d.Addr, err = canonicalDest(k, d.Addr); err != nil {
+		return fail(err)
+	}
+	dk := destKey{k, d.Addr}
+	if _, dup := b.seen[dk]; dup {
+		return fail(ErrExist)
+	}
+	b.seen[dk] = struct{}{}
+	s.dests = append(s.dests, d)
+	return nil
+}
+
 // readRule reads one `ipvsadm -S` rule: -A (a virtual service) or -a
 // (a real server of one). Options follow ipvsadm(8); long forms are
 // accepted too.
-func readRule(m *Mem, f []string) error {
+func readRule(b *tableBuilder, f []string) error {
 	cmd := f[0]
 	isService := cmd == "-A" || cmd == "--add-service"
 	if !isService && cmd != "-a" && cmd != "--add-server" {
@@ -216,8 +282,10 @@ func readRule(m *Mem, f []string) error {
 	if isService {
 		if scheduler == "" {
 			scheduler = "wlc" // ipvsadm's default scheduler
+		} else if err := checkScheduler(scheduler); err != nil {
+			return err
 		}
-		return m.AddService(key, scheduler)
+		return b.addService(key, scheduler)
 	}
 	if dest == "" {
 		return errors.New("a real server (-a) without -r ADDRESS:PORT")
@@ -226,7 +294,7 @@ func readRule(m *Mem, f []string) error {
 	if err != nil {
 		return err
 	}
-	return m.AddDestination(key, addr, weight)
+	return b.addDestination(key, Destination{Addr: addr, Weight: weight})
 }
 
 // setAddr reads the address of -t, -u or --sctp-service.
@@ -299,6 +367,21 @@ func parseDest(v string, svc ServiceKey) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a, svc.Addr.Port()), nil
 }
 
+// checkScheduler refuses what cannot be a kernel scheduler's name: the
+// kernel's are short lower-case words (rr, wrr, wlc, mh, ...), at most 15
+// bytes (IP_VS_SCHEDNAME_MAXLEN, 16 with the NUL). Which ones a kernel
+// has is not checked.
+func checkScheduler(name string) error {
+	ok := len(name) <= 15
+	for _, c := range name {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_')
+	}
+	if !ok {
+		return fmt.Errorf("scheduler %q: want a kernel scheduler's name (rr, wrr, wlc, mh, ...)", name)
+	}
+	return nil
+}
+
 func parseWeight(v string) (int, error) {
 	w, err := strconv.Atoi(v)
 	if err != nil {
@@ -329,7 +412,7 @@ func listProtocol(word string) bool {
 // listReader reads an `ipvsadm -L -n` listing line by line: a header,
 // then each service line followed by its real servers' lines.
 type listReader struct {
-	m       *Mem
+	b       *tableBuilder
 	current *ServiceKey // the service the next "->" lines belong to
 }
 
@@ -361,6 +444,9 @@ func (l *listReader) line(f []string) error {
 // service reads "TCP  192.0.2.10:80 wrr [persistent 300 ...]" or
 // "FWM  7 [IPv6] wrr ...".
 func (l *listReader) service(f []string) error {
+	if len(f) < 2 {
+		return fmt.Errorf("a service line wants: %s ADDRESS:PORT SCHEDULER (FWM MARK [IPv6] SCHEDULER)", f[0])
+	}
 	var k ServiceKey
 	rest := f[2:]
 	if f[0] == "FWM" {
@@ -383,7 +469,10 @@ func (l *listReader) service(f []string) error {
 	if len(rest) == 0 {
 		return errors.New("service line without its scheduler")
 	}
-	if err := l.m.AddService(k, rest[0]); err != nil {
+	if err := checkScheduler(rest[0]); err != nil {
+		return err
+	}
+	if err := l.b.addService(k, rest[0]); err != nil {
 		return err
 	}
 	l.current = &k
@@ -413,8 +502,5 @@ func (l *listReader) dest(f []string) error {
 	if err1 != nil || err2 != nil || active < 0 || inactive < 0 {
 		return fmt.Errorf("connection counts %q %q: want whole numbers", f[len(f)-2], f[len(f)-1])
 	}
-	if err := l.m.AddDestination(*l.current, addr, w); err != nil {
-		return err
-	}
-	return l.m.SetActive(*l.current, addr, active, inactive)
+	return l.b.addDestination(*l.current, Destination{Addr: addr, Weight: w, ActiveConns: active, InactiveConns: inactive})
 }

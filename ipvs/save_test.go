@@ -213,3 +213,185 @@ func TestReadTableFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestReadTableMalformedLine puts each malformed line after a valid start
+// (its line number is then 2 in rules, 4 in a listing) and a valid line
+// after it: every one is an error naming its own line, never a panic.
+func TestReadTableMalformedLine(t *testing.T) {
+	rulesHead := "-A -t 192.0.2.10:80 -s wrr\n"
+	rulesTail := "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -m -w 1\n"
+	listHead := "IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\nTCP  192.0.2.10:80 wrr\n"
+	listTail := "  -> 198.51.100.11:80 Masq 10 0 0\n"
+	rules := []string{
+		"-A", "-a", "--add-service", "--add-server",
+		"-A -t", "-A -u", "-A --sctp-service", "-A -f", "-A -f x", "-A -f 4294967296", "-A -f -1",
+		"-A -t 192.0.2.11:80 -s", "-A -t 192.0.2.11:80 -p x", "-A -t 192.0.2.11:80 -M", "-A -t 192.0.2.11:80 --pe",
+		"-A -t 192.0.2.11:80 -b", "-A -t 192.0.2.11", "-A -t :80", "-A -t [fe80::1%eth0]:80", "-A -t 192.0.2.11:99999",
+		"-A -t 192.0.2.11:80 -r 198.51.100.11:80", "-A -t 192.0.2.11:80 -m", "-A -t 192.0.2.11:80 -x 5",
+		"-a -t 192.0.2.10:80", "-a -t 192.0.2.10:80 -r", "-a -t 192.0.2.10:80 -r x", "-a -t 192.0.2.10:80 -r []",
+		"-a -t 192.0.2.10:80 -r 198.51.100.11:80 -w", "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -w -1",
+		"-a -t 192.0.2.10:80 -r 198.51.100.11:80 -w 1e3", "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -w 99999999999999999999",
+		"-a -t 192.0.2.10:80 -r 198.51.100.11:80 -x", "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -y -3",
+		"-a -t 192.0.2.10:80 -r 198.51.100.11:80 --tun-port", "-a -t 192.0.2.10:80 -r 198.51.100.11:80 --tun-type",
+		"-a -t 192.0.2.10:80 -r 198.51.100.11:80 -s wrr", "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -p",
+		"-a -t 192.0.2.10:80 -r [2001:db8::1]:80", "-a -t 192.0.2.10:80 -t 192.0.2.10:80 -r 198.51.100.11:80",
+		"-a -u 192.0.2.10:80 -r 198.51.100.11:80", "-a -f 7 -r 198.51.100.11:80",
+		"TCP", "TCP 192.0.2.11:80 wrr", "->", "-e -t 192.0.2.10:80", "-- -A", "-A -t 192.0.2.10:80 -s wrr",
+		"-A -t 192.0.2.11:80 -s WRR", "-A -t 192.0.2.11:80 -s #", "-A -t 192.0.2.11:80 -s a_scheduler_named_long",
+	}
+	listing := []string{
+		"TCP", "UDP", "SCTP", "FWM", "TCP 192.0.2.11:80", "FWM 7", "FWM 7 IPv6", "FWM x wrr", "FWM 0 wrr",
+		"FWM 4294967296 wrr", "UDP 192.0.2.11 wrr", "SCTP www.example.com:80 wrr", "TCP 192.0.2.10:80 wrr",
+		"->", "-> 198.51.100.12:80", "-> 198.51.100.12:80 Masq 10 0", "-> 198.51.100.12:80 Masq 10 0 -1",
+		"-> 198.51.100.12:80 Masq -1 0 0", "-> 198.51.100.12:80 Masq 65536 0 0", "-> 198.51.100.12:80 Masq x 0 0",
+		"-> 198.51.100.12:80 Masq 1 0 99999999999999999999", "-> nope Masq 1 0 0", "-> [2001:db8::1]:80 Masq 1 0 0",
+		"-> RemoteAddress:Port", "-> RemoteAddress:Port Forward Weight", "-> RemoteAddress:Port Conns InPkts OutPkts InBytes OutBytes",
+		"Prot", "Prot LocalAddress:Port", "Prot LocalAddress:Port CPS", "IP", "IP Virtual",
+		"-A -t 192.0.2.11:80 -s wrr", "-a -t 192.0.2.10:80 -r 198.51.100.11:80", "hello", "tcp 192.0.2.11:80 wrr",
+		"TCP 192.0.2.11:80 #", "FWM 9 IPv6 Wrr", "UDP 192.0.2.11:80 w/rr",
+	}
+	check := func(format, head, line, tail string, want int) {
+		t.Helper()
+		m, err := ReadTable(strings.NewReader(head + line + "\n" + tail))
+		var se *TableSyntaxError
+		switch {
+		case err == nil:
+			t.Errorf("%s %q: no error", format, line)
+		case m != nil:
+			t.Errorf("%s %q: a table came back with %v", format, line, err)
+		case !errors.As(err, &se):
+			t.Errorf("%s %q: %v names no line", format, line, err)
+		case se.Line != want || !strings.HasPrefix(err.Error(), fmt.Sprintf("line %d: ", want)):
+			t.Errorf("%s %q: %v, want line %d", format, line, err, want)
+		}
+	}
+	for _, line := range rules {
+		check("rules", rulesHead, line, rulesTail, 2)
+	}
+	for _, line := range listing {
+		check("listing", listHead, line, listTail, 4)
+	}
+	// A garbled line of 60,000 bytes is named, and quoted only in part.
+	long := "-a -t 192.0.2.10:80 -r " + strings.Repeat("9", 60000)
+	check("rules", rulesHead, long, rulesTail, 2)
+	if _, err := ReadTable(strings.NewReader(rulesHead + long + "\n")); err == nil || len(err.Error()) > 400 {
+		t.Errorf("a 60,000-byte line: an error of %d bytes", len(fmt.Sprint(err)))
+	}
+}
+
+// FuzzReadTable: no text panics ReadTable; an error is a syntax error
+// naming a line of the text (or a whole-text error with no table); a table
+// it returns holds only what the Table interface allows, and reads back the
+// same from the rules it prints as. The committed seeds are in
+// testdata/fuzz/FuzzReadTable.
+func FuzzReadTable(f *testing.F) {
+	f.Add([]byte(savedRules))
+	f.Add([]byte(listing))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ReadTable(strings.NewReader(string(b)))
+		if err != nil {
+			if m != nil {
+				t.Fatalf("a table came back with %v", err)
+			}
+			var se *TableSyntaxError
+			if errors.As(err, &se) && (se.Line < 1 || se.Line > strings.Count(string(b), "\n")+1) {
+				t.Fatalf("line %d of a %d-line text: %v", se.Line, strings.Count(string(b), "\n")+1, err)
+			}
+			return
+		}
+		saved := saveRules(t, m)
+		again, err := ReadTable(strings.NewReader(saved))
+		if err != nil {
+			t.Fatalf("the table read back from its own rules:\n%s: %v", saved, err)
+		}
+		if got := saveRules(t, again); got != saved {
+			t.Fatalf("read back as\n%s\nwant\n%s", got, saved)
+		}
+	})
+}
+
+// saveRules prints m as ipvsadm -S -n would (what ReadTable keeps of it),
+// checking each value on the way.
+func saveRules(t *testing.T, m *Mem) string {
+	t.Helper()
+	var sb strings.Builder
+	svcs := services(t, m)
+	if len(svcs) == 0 {
+		t.Fatal("a table with no service")
+	}
+	for _, s := range svcs {
+		name := fmt.Sprintf("-t %s", s.Key.Addr)
+		switch {
+		case s.Key.IsFWMark() && s.Key.Family == IPv6:
+			name = fmt.Sprintf("-f %d -6", s.Key.FWMark)
+		case s.Key.IsFWMark():
+			name = fmt.Sprintf("-f %d", s.Key.FWMark)
+		case s.Key.Protocol == UDP:
+			name = fmt.Sprintf("-u %s", s.Key.Addr)
+		case s.Key.Protocol == SCTP:
+			name = fmt.Sprintf("--sctp-service %s", s.Key.Addr)
+		}
+		if strings.ContainsFunc(s.Scheduler, func(r rune) bool { return r <= ' ' }) || strings.HasPrefix(s.Scheduler, "#") {
+			t.Fatalf("%v: scheduler %q", s.Key, s.Scheduler)
+		}
+		fmt.Fprintf(&sb, "-A %s -s %s\n", name, s.Scheduler)
+		for _, d := range destinations(t, m, s.Key) {
+			if d.Weight < 0 || d.Weight > MaxWeight || d.ActiveConns < 0 || d.InactiveConns < 0 {
+				t.Fatalf("%v: %+v", s.Key, d)
+			}
+			fmt.Fprintf(&sb, "-a %s -r %s -w %d\n", name, d.Addr, d.Weight)
+		}
+	}
+	return sb.String()
+}
+
+// tableText is a saved table of one service with n servers, as rules or as
+// a listing.
+func tableText(n int, asListing bool) string {
+	var sb strings.Builder
+	if asListing {
+		sb.WriteString("IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\n" +
+			"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\nTCP  192.0.2.10:80 wrr\n")
+	} else {
+		sb.WriteString("-A -t 192.0.2.10:80 -s wrr\n")
+	}
+	for i := range n {
+		addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 80)
+		if asListing {
+			fmt.Fprintf(&sb, "  -> %-28s %-7s %-6d %-10d %-10d\n", addr, "Masq", 1+i%100, i%7, i%11)
+		} else {
+			fmt.Fprintf(&sb, "-a -t 192.0.2.10:80 -r %s -m -w %d\n", addr, 1+i%100)
+		}
+	}
+	return sb.String()
+}
+
+// BenchmarkReadTable reads one service of 40,000 and of 200,000 servers
+// (the worst case for a lookup per server) as rules and as a listing, and
+// reports the time per server.
+func BenchmarkReadTable(b *testing.B) {
+	for _, n := range []int{40000, 200000} {
+		for _, asListing := range []bool{false, true} {
+			name := "rules"
+			if asListing {
+				name = "listing"
+			}
+			text := tableText(n, asListing)
+			b.Run(fmt.Sprintf("servers=%d/%s", n, name), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					m, err := ReadTable(strings.NewReader(text))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if ds, _ := m.Destinations(ServiceKey{Protocol: TCP, Addr: netip.MustParseAddrPort("192.0.2.10:80")}); len(ds) != n {
+						b.Fatalf("%d servers read, want %d", len(ds), n)
+					}
+					i++
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i*n), "ns/server")
+			})
+		}
+	}
+}

@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
 
+	"lvs-feedback/internal/statedir"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
 )
@@ -91,10 +94,14 @@ type FileStore struct {
 }
 
 // NewFileStore returns a store for DIR/state.json, creating DIR (0700) if
-// needed.
+// needed. It refuses a DIR that another user could write or replace
+// (statedir.Check): they could plant links where the monitor writes.
 func NewFileStore(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if err := statedir.Check(dir); err != nil {
+		return nil, err
 	}
 	return &FileStore{Path: statePath(dir)}, nil
 }
@@ -118,7 +125,7 @@ func statePath(dir string) string { return filepath.Join(dir, "state.json") }
 // file, the caller starts safe: every destination is unknown, so an
 // unexplained weight 0 is taken for an operator drain.
 func (s *FileStore) Load() (State, error) {
-	data, err := os.ReadFile(s.Path)
+	data, err := readNoFollow(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, fmt.Errorf("state file %s: %w", s.Path, err)
 	}
@@ -138,13 +145,29 @@ func (s *FileStore) Load() (State, error) {
 	if !s.ReadOnly {
 		ce.Kept, ce.KeepErr = keepAside(s.Path, now())
 	}
-	if data, err := os.ReadFile(s.previous()); err == nil {
+	if data, err := readNoFollow(s.previous()); err == nil {
 		if st, err := decodeState(data); err == nil {
 			ce.Previous = s.previous()
 			return st, ce
 		}
 	}
 	return State{}, ce
+}
+
+// readNoFollow reads the file at path, refusing a symbolic link there:
+// the state must come from the file the monitor wrote, not from wherever
+// a planted link points. (Save replaces a link by rename, never writing
+// through it; keepAside moves the link itself.)
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: refusing to follow it", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // previous is the name of the last save's copy.

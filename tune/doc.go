@@ -7,14 +7,17 @@
 //     active connections per unit of weight, relative to the service) on
 //     the six inputs of the cycle before, from the recorder's history
 //     records; the last part of the time is held out to measure the error
-//     (regress.go, nnls.go).
+//     (regress.go, nnls.go). RegressSource and Sampler do it on records
+//     streamed from the files, keeping sums, not samples (sampler.go).
 //   - Search: a genetic search over coefficient vectors, each scored by
 //     the simulator running the real monitor on a scenario, against the
 //     ideal-weights counterfactual, on training seeds, reported on
 //     held-out seeds (search.go).
 //   - ScenarioFromHistory: the scenario such a search can run on, built
 //     from a service's recorded history — servers, load and capacity
-//     changes as measured, and what it approximated (histscenario.go).
+//     changes as measured, and what it approximated (histscenario.go);
+//     ScenarioFromHistorySource on streamed records, keeping a few
+//     numbers per server and cycle.
 //
 // It also writes a [coefficients] block into a configuration's text
 // (coefficients.go). It does no I/O: cmd/lvs-tune reads the history and

@@ -121,33 +121,73 @@ type HistoryReport struct {
 // It refuses a history without the service's records, with fewer than
 // MinCycles cycles, or in which no server was ever measured.
 func ScenarioFromHistory(records []history.Record, service string, opts HistoryOptions) (*sim.Scenario, HistoryReport, error) {
+	return ScenarioFromHistorySource(func(fn func(history.Record)) error {
+		for _, r := range records {
+			fn(r)
+		}
+		return nil
+	}, service, opts)
+}
+
+// ScenarioFromHistorySource is ScenarioFromHistory on the records src
+// calls its function with (it calls src once). It keeps no record: each
+// record of the service becomes one cell of its server's columns — a
+// few numbers, what the builder reads of it — and the other services'
+// records are passed over.
+func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service string, opts HistoryOptions) (*sim.Scenario, HistoryReport, error) {
 	o := opts.withDefaults()
 	rep := HistoryReport{Service: service}
-	var recs []history.Record
-	for _, r := range records {
-		if r.Service == service {
-			recs = append(recs, r)
-		}
-	}
-	if len(recs) == 0 {
-		return nil, rep, fmt.Errorf("history: no records of service %q", service)
-	}
 
 	// Cycles are the distinct record times, servers the distinct names,
-	// each in order of first appearance in time.
+	// each in order of first appearance; a server's cells are kept in
+	// that order of cycles, and put in time order once all are read.
 	var times []time.Time
 	var names []string
-	seen := map[int64]bool{} // a long history has thousands of cycles
-	for _, r := range recs {
-		if t := r.Time.UnixNano(); !seen[t] {
-			seen[t] = true
+	var cols []*serverColumns
+	server := map[string]int{}
+	cycleOf := map[int64]int{} // a long history has thousands of cycles
+	diskBound := false
+	err := src(func(r history.Record) {
+		if r.Service != service {
+			return
+		}
+		c, ok := cycleOf[r.Time.UnixNano()]
+		if !ok {
+			c = len(times)
+			cycleOf[r.Time.UnixNano()] = c
 			times = append(times, r.Time)
 		}
-		if !slices.Contains(names, r.Server) {
+		i, ok := server[r.Server]
+		if !ok {
+			i = len(names)
+			server[r.Server] = i
 			names = append(names, r.Server)
+			cols = append(cols, &serverColumns{})
 		}
+		if r.Capacity != nil && r.Capacity.Bottleneck == "disk" {
+			diskBound = true
+		}
+		cols[i].set(c, &r, o.MinBusy) // a later record of the same cycle replaces the cell
+	})
+	if err != nil {
+		return nil, rep, err
 	}
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	if len(times) == 0 {
+		return nil, rep, fmt.Errorf("history: no records of service %q", service)
+	}
+	order := make([]int, len(times)) // cycles in time order: their places in times
+	for c := range order {
+		order[c] = c
+	}
+	slices.SortFunc(order, func(a, b int) int { return times[a].Compare(times[b]) })
+	sorted := make([]time.Time, len(times))
+	for k, c := range order {
+		sorted[k] = times[c]
+	}
+	times = sorted
+	for _, col := range cols {
+		col.reorder(order)
+	}
 	if len(times) < o.MinCycles {
 		return nil, rep, fmt.Errorf("history of %s: %d cycles, need at least %d", service, len(times), o.MinCycles)
 	}
@@ -161,24 +201,6 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 		return nil, rep, fmt.Errorf("history of %s: cycles %v apart: not a history", service, interval)
 	}
 	rep.Interval = time.Duration(interval * float64(time.Second)).Round(time.Millisecond)
-	cycle := func(t time.Time) int {
-		i, _ := slices.BinarySearchFunc(times, t, func(a, b time.Time) int { return a.Compare(b) })
-		return i
-	}
-
-	// Per server and cycle: the record, if any.
-	grid := make([][]*history.Record, len(names))
-	for i := range grid {
-		grid[i] = make([]*history.Record, len(times))
-	}
-	diskBound := false
-	for k := range recs {
-		r := &recs[k]
-		grid[slices.Index(names, r.Server)][cycle(r.Time)] = r
-		if r.Capacity != nil && r.Capacity.Bottleneck == "disk" {
-			diskBound = true
-		}
-	}
 
 	// Observations: served per unit of CPU and of disk busy, per cycle
 	// (NaN where not measured); rate: the service's new connections per
@@ -189,34 +211,21 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 	rate := make([]float64, len(times))
 	counted := make([]bool, len(times))
 	cores := make([]float64, len(names))
-	for i := range names {
-		cpuObs[i] = make([]float64, len(times))
-		diskObs[i] = make([]float64, len(times))
-		var cs []float64
-		for c, r := range grid[i] {
-			cpuObs[i][c], diskObs[i][c] = nan, nan
-			if r == nil {
-				continue
+	for i, col := range cols {
+		cpuObs[i], diskObs[i] = col.cpuObs, col.diskObs
+		if !diskBound {
+			for c := range diskObs[i] {
+				diskObs[i][c] = nan
 			}
-			if r.NewConns != nil {
-				rate[c] += float64(*r.NewConns)
+		}
+		var cs []float64
+		for c := range times {
+			if n := col.newConns[c]; !math.IsNaN(n) {
+				rate[c] += n
 				counted[c] = true
 			}
-			if r.Agent == nil {
-				continue
-			}
-			if r.Agent.Raw.CPUs > 0 {
-				cs = append(cs, r.Agent.Raw.CPUs)
-			}
-			if r.State != "managed" || r.NewConns == nil {
-				continue
-			}
-			served := policy.ServedConnections(*r.NewConns, r.ActiveDelta)
-			if b := r.Agent.CPUUsed; b >= o.MinBusy {
-				cpuObs[i][c] = served / b
-			}
-			if b := r.Agent.Raw.DiskIOBusy; diskBound && b >= o.MinBusy {
-				diskObs[i][c] = served / b
+			if col.cpus[c] > 0 {
+				cs = append(cs, col.cpus[c])
 			}
 		}
 		cores[i] = median(cs)
@@ -276,7 +285,7 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 		return max(0, times[c].Sub(times[0])-rep.Interval).Round(time.Millisecond)
 	}
 	for i, name := range names {
-		hs := HistoryServer{Name: name, Cores: cores[i], Speed: 1, Weight: serverWeight(grid[i])}
+		hs := HistoryServer{Name: name, Cores: cores[i], Speed: 1, Weight: serverWeight(cols[i])}
 		if segs := cpuSegs[i]; len(segs) > 0 {
 			hs.Speed = demand * segs[0].level / (cores[i] * interval)
 			hs.Measured = countMeasured(cpuObs[i])
@@ -299,7 +308,7 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 			}
 		}
 		hs.Speed, hs.Disk = round3(hs.Speed), round3(hs.Disk)
-		rep.Events = append(rep.Events, ownershipEvents(grid[i], name, at)...)
+		rep.Events = append(rep.Events, ownershipEvents(cols[i], name, at)...)
 		rep.Servers = append(rep.Servers, hs)
 		sc.Servers = append(sc.Servers, sim.ServerSpec{Name: name, Speed: hs.Speed, Cores: hs.Cores, Weight: hs.Weight, Disk: hs.Disk})
 	}
@@ -342,44 +351,134 @@ func ScenarioFromHistory(records []history.Record, service string, opts HistoryO
 	return sc, rep, nil
 }
 
+// Cell states of serverColumns: the ones the builder tells apart.
+const (
+	noRecord uint8 = iota
+	stateManaged
+	stateDown
+	stateDrained
+	stateOther
+)
+
+// serverColumns are a server's figures, one cell per cycle.
+type serverColumns struct {
+	state           []uint8   // noRecord, or the record's state
+	newConns        []float64 // NaN: unknown
+	cpuObs, diskObs []float64 // connections served per unit of CPU and of disk I/O busy; NaN: not measured
+	cpus            []float64 // the agent's cpus; 0: no figure
+	weight          []uint16  // the default weight that stands, within 1…6553
+}
+
+// set fills cycle c's cell from r.
+func (s *serverColumns) set(c int, r *history.Record, minBusy float64) {
+	nan := math.NaN()
+	s.grow(c + 1)
+	switch r.State {
+	case "managed":
+		s.state[c] = stateManaged
+	case "down":
+		s.state[c] = stateDown
+	case "drained":
+		s.state[c] = stateDrained
+	default:
+		s.state[c] = stateOther
+	}
+	w := r.DefaultWeight
+	if w == 0 {
+		w = r.Configured
+	}
+	s.weight[c] = uint16(min(max(w, 1), 6553))
+	s.newConns[c], s.cpuObs[c], s.diskObs[c], s.cpus[c] = nan, nan, nan, 0
+	if r.NewConns != nil {
+		s.newConns[c] = float64(*r.NewConns)
+	}
+	a := r.Agent
+	if a == nil {
+		return
+	}
+	if a.Raw.CPUs > 0 {
+		s.cpus[c] = a.Raw.CPUs
+	}
+	if r.State != "managed" || r.NewConns == nil {
+		return
+	}
+	served := policy.ServedConnections(*r.NewConns, r.ActiveDelta)
+	if b := a.CPUUsed; b >= minBusy {
+		s.cpuObs[c] = served / b
+	}
+	if b := a.Raw.DiskIOBusy; b >= minBusy {
+		s.diskObs[c] = served / b
+	}
+}
+
+// grow adds empty cells up to n.
+func (s *serverColumns) grow(n int) {
+	nan := math.NaN()
+	for len(s.state) < n {
+		s.state = append(s.state, noRecord)
+		s.newConns = append(s.newConns, nan)
+		s.cpuObs = append(s.cpuObs, nan)
+		s.diskObs = append(s.diskObs, nan)
+		s.cpus = append(s.cpus, 0)
+		s.weight = append(s.weight, 0)
+	}
+}
+
+// reorder puts the cells in the order of order (order[k]: the cell that
+// goes to k), growing the columns to its length with empty cells.
+func (s *serverColumns) reorder(order []int) {
+	s.grow(len(order))
+	s.state = permute(s.state, order)
+	s.newConns = permute(s.newConns, order)
+	s.cpuObs = permute(s.cpuObs, order)
+	s.diskObs = permute(s.diskObs, order)
+	s.cpus = permute(s.cpus, order)
+	s.weight = permute(s.weight, order)
+}
+
+func permute[T any](xs []T, order []int) []T {
+	out := make([]T, len(order))
+	for k, c := range order {
+		out[k] = xs[c]
+	}
+	return out
+}
+
 // serverWeight is the server's default weight as last recorded (the
 // operator's, else the configured one), at least 1.
-func serverWeight(recs []*history.Record) int {
-	w := 0
-	for _, r := range recs {
-		if r != nil {
-			w = r.DefaultWeight
-			if w == 0 {
-				w = r.Configured
-			}
+func serverWeight(col *serverColumns) int {
+	w := 1
+	for c, st := range col.state {
+		if st != noRecord {
+			w = int(col.weight[c])
 		}
 	}
-	return min(max(w, 1), 6553)
+	return w
 }
 
 // ownershipEvents turns the server's down and drained stretches into
 // fail/recover and drain/undrain events.
-func ownershipEvents(recs []*history.Record, name string, at func(int) time.Duration) []sim.EventSpec {
+func ownershipEvents(col *serverColumns, name string, at func(int) time.Duration) []sim.EventSpec {
 	var out []sim.EventSpec
-	prev := "managed"
-	for c, r := range recs {
-		if r == nil || r.State == prev {
+	prev := stateManaged
+	for c, st := range col.state {
+		if st == noRecord || st == prev {
 			continue
 		}
 		ev := func(kind string) { out = append(out, sim.EventSpec{At: at(c), Server: name, Kind: kind}) }
 		switch prev {
-		case "down":
+		case stateDown:
 			ev(sim.EvRecover)
-		case "drained":
+		case stateDrained:
 			ev(sim.EvUndrain)
 		}
-		switch r.State {
-		case "down":
+		switch st {
+		case stateDown:
 			ev(sim.EvFail)
-		case "drained":
+		case stateDrained:
 			ev(sim.EvDrain)
 		}
-		prev = r.State
+		prev = st
 	}
 	return out
 }

@@ -218,3 +218,43 @@ func TestSegments(t *testing.T) {
 		t.Error("segments of nothing measured")
 	}
 }
+
+// The records are read one at a time and kept as cells in the order they
+// come: a history whose cycles come newest first (files concatenated out
+// of order), with a drain and a down stretch and the disk the bottleneck,
+// builds the same scenario and report as the same records in time order.
+func TestScenarioFromHistoryOrder(t *testing.T) {
+	recs := synthHistory(60, 300, 0.004, 0.006, []float64{1, 2, 4}, []float64{1, 1, 2},
+		func(int, int) float64 { return 1 }, func(int) float64 { return 1 })
+	for c := 20; c < 30; c++ {
+		recs[3*c].State = "drained"
+		recs[3*c+1].State = "down"
+	}
+	var reversed []history.Record
+	for c := 59; c >= 0; c-- {
+		reversed = append(reversed, recs[3*c:3*c+3]...)
+	}
+	build := func(recs []history.Record) string {
+		sc, rep, err := ScenarioFromHistory(recs, testService, HistoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := rep.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.EncodeScenario(&b, sc); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	inOrder, backwards := build(recs), build(reversed)
+	if inOrder != backwards {
+		t.Errorf("in time order:\n%s\nnewest first:\n%s", inOrder, backwards)
+	}
+	for _, want := range []string{"drain at 1m35s", "undrain at 2m25s", "fail at 1m35s", "recover at 2m25s", "I/O"} {
+		if !strings.Contains(inOrder, want) {
+			t.Errorf("the report lacks %q:\n%s", want, inOrder)
+		}
+	}
+}

@@ -33,21 +33,3 @@ func nnls(g [][]float64, b []float64) []float64 {
 	}
 	return beta
 }
-
-// gram returns XᵀX and Xᵀy of the rows x (each of p columns) and y.
-func gram(x [][]float64, y []float64, p int) ([][]float64, []float64) {
-	g := make([][]float64, p)
-	for j := range g {
-		g[j] = make([]float64, p)
-	}
-	b := make([]float64, p)
-	for i, row := range x {
-		for j := 0; j < p; j++ {
-			b[j] += row[j] * y[i]
-			for k := 0; k < p; k++ {
-				g[j][k] += row[j] * row[k]
-			}
-		}
-	}
-	return g, b
-}

@@ -150,31 +150,97 @@ const MinSpread = 1e-3
 const GainBlocks = 5
 
 // Regress fits the coefficients to the samples (in time order, as
-// SamplesFromHistory returns them): non-negative least squares of the
-// outcome on the standardised inputs of the first 1 − HeldOutShare of
-// the time, normalised to sum to 1; the rest is held out to measure the
-// error, of the fit and of the running coefficients.
+// SamplesFromHistory returns them); see RegressSource.
+func Regress(samples []Sample, running Vector) (Fit, error) {
+	return RegressSource(func(fn func(Sample)) error {
+		for _, s := range samples {
+			fn(s)
+		}
+		return nil
+	}, running)
+}
+
+// A SampleSource calls fn with every sample, in time order, each time it
+// is called; RegressSource calls it twice.
+type SampleSource func(fn func(Sample)) error
+
+// RegressSource fits the coefficients to the samples of src: non-negative
+// least squares of the outcome on the standardised inputs of the first
+// 1 − HeldOutShare of the time, normalised to sum to 1; the rest is held
+// out to measure the error, of the fit and of the running coefficients.
+// It keeps no sample: the first reading counts the samples of each cycle
+// time (to place the split), the second sums what the fit and the errors
+// need — the means and the sums of cross-products of the inputs and the
+// outcome, over the training time and over each stretch of the held-out
+// time — so its memory does not grow with the history.
 //
 // Minimising over non-negative β with a free scale s = Σβ and c = β/s is
 // the same problem as fitting s·(c·x) with c on the simplex, so the
 // sum-to-1 constraint costs nothing but the scale, which the load's
 // target and the controller's gain take up.
-func Regress(samples []Sample, running Vector) (Fit, error) {
-	if len(samples) == 0 {
+func RegressSource(src SampleSource, running Vector) (Fit, error) {
+	// The first reading: samples per cycle time, in order.
+	var perTime []int
+	var last time.Time
+	total := 0
+	if err := src(func(s Sample) {
+		if len(perTime) == 0 || !s.Time.Equal(last) {
+			perTime = append(perTime, 0)
+			last = s.Time
+		}
+		perTime[len(perTime)-1]++
+		total++
+	}); err != nil {
+		return Fit{}, err
+	}
+	if total == 0 {
 		return Fit{}, errors.New("no samples: the history holds no consecutive cycles of managed servers with inputs")
 	}
-	train, held := splitByTime(samples)
-	if len(train) < 20 || len(held) < GainBlocks {
+	// The first 1 − HeldOutShare of the cycle times are fitted; all
+	// samples of one time fall on the same side.
+	nTrain := 0
+	for _, n := range perTime[:int(float64(len(perTime))*(1-HeldOutShare))%len(perTime)] {
+		nTrain += n
+	}
+	nHeld := total - nTrain
+	if nTrain < 20 || nHeld < GainBlocks {
 		return Fit{}, fmt.Errorf("%d samples over %d training and %d held-out: need at least 20 and %d",
-			len(samples), len(train), len(held), GainBlocks)
+			total, nTrain, nHeld, GainBlocks)
 	}
-	fit := Fit{Train: len(train), Held: len(held)}
-	mean, sd := columnStats(train)
-	var ymean float64
-	for _, s := range train {
-		ymean += s.Y
+
+	// The second reading: the sums.
+	var train, held moments
+	var blocks [GainBlocks]moments // consecutive stretches of the held-out samples
+	i, b := 0, 0
+	if err := src(func(s Sample) {
+		v := [7]float64{s.X[0], s.X[1], s.X[2], s.X[3], s.X[4], s.X[5], s.Y}
+		if i < nTrain {
+			train.add(v)
+		} else if h := i - nTrain; h < nHeld {
+			for (b+1)*nHeld/GainBlocks <= h {
+				b++
+			}
+			held.add(v)
+			blocks[b].add(v)
+		}
+		i++
+	}); err != nil {
+		return Fit{}, err
 	}
-	ymean /= float64(len(train))
+	if i != total {
+		return Fit{}, fmt.Errorf("the samples changed between two readings (%d, then %d)", total, i)
+	}
+
+	fit := Fit{Train: nTrain, Held: nHeld}
+	var mean, sd Vector
+	for j := range sd {
+		mean[j] = train.mean[j]
+		sd[j] = math.Sqrt(train.c[j][j] / train.n)
+		if sd[j] < 1e-12 {
+			sd[j] = 0
+		}
+	}
+	ymean := train.mean[6]
 
 	full := [6]bool{true, true, true, true, true, true}
 	for j := range sd {
@@ -183,7 +249,7 @@ func Regress(samples []Sample, running Vector) (Fit, error) {
 			full[j] = false
 		}
 	}
-	beta, std, rss := fitStandardised(train, mean, sd, ymean, full)
+	beta, std, rss := fitStandardised(&train, sd, full)
 	var scale, stdSum float64
 	for j := range beta {
 		scale += beta[j]
@@ -207,126 +273,136 @@ func Regress(samples []Sample, running Vector) (Fit, error) {
 			used++
 		}
 	}
-	dof := float64(len(train) - used - 1)
+	dof := float64(nTrain - used - 1)
 	for j := range full {
 		if !full[j] {
 			continue
 		}
 		without := full
 		without[j] = false
-		_, _, rssWithout := fitStandardised(train, mean, sd, ymean, without)
+		_, _, rssWithout := fitStandardised(&train, sd, without)
 		if rss > 0 && dof > 0 {
 			fit.F[j] = (rssWithout - rss) / (rss / dof)
 		}
 	}
 
-	predict := func(s Sample) float64 { return fit.Intercept + scale*dot(fit.Coefficients, s.X) }
-	runScale, runIntercept := fitLine(train, running)
-	predictRunning := func(s Sample) float64 { return runIntercept + runScale*dot(running, s.X) }
-	fit.HeldRMSE = rmse(held, predict)
-	fit.HeldRelative = fit.HeldRMSE / rmse(held, func(Sample) float64 { return ymean })
-	fit.RunningRMSE = rmse(held, predictRunning)
+	var fitted Vector
+	for j := range fitted {
+		fitted[j] = scale * fit.Coefficients[j]
+	}
+	runScale, runIntercept := fitLine(&train, running)
+	var runW Vector
+	for j := range runW {
+		runW[j] = runScale * running[j]
+	}
+	fit.HeldRMSE = held.rmse(fit.Intercept, fitted)
+	fit.HeldRelative = fit.HeldRMSE / held.rmse(ymean, Vector{})
+	fit.RunningRMSE = held.rmse(runIntercept, runW)
 
 	gains := make([]float64, 0, GainBlocks)
-	for b := 0; b < GainBlocks; b++ {
-		block := held[b*len(held)/GainBlocks : (b+1)*len(held)/GainBlocks]
-		if r := rmse(block, predictRunning); r > 0 {
-			gains = append(gains, 1-rmse(block, predict)/r)
+	for b := range blocks {
+		if r := blocks[b].rmse(runIntercept, runW); r > 0 {
+			gains = append(gains, 1-blocks[b].rmse(fit.Intercept, fitted)/r)
 		}
 	}
 	fit.GainMean, fit.GainSD = meanSD(gains)
 	return fit, nil
 }
 
-// splitByTime returns the samples of the first 1 − HeldOutShare of the
-// cycles and those of the rest; all samples of one cycle fall on the same
-// side.
-func splitByTime(samples []Sample) (train, held []Sample) {
-	var times []time.Time
-	for _, s := range samples {
-		if len(times) == 0 || !times[len(times)-1].Equal(s.Time) {
-			times = append(times, s.Time)
-		}
-	}
-	cut := times[int(float64(len(times))*(1-HeldOutShare))%len(times)]
-	i, _ := slices.BinarySearchFunc(samples, cut, func(s Sample, t time.Time) int { return s.Time.Compare(t) })
-	return samples[:i], samples[i:]
+// moments are the running sums of samples (the six inputs and the
+// outcome, in that order): their count, means and sums of cross-products
+// of deviations from the means, updated one sample at a time (Welford's
+// method, which stays accurate where the deviations are small against
+// the means).
+type moments struct {
+	n    float64
+	mean [7]float64
+	c    [7][7]float64
 }
 
-func columnStats(ss []Sample) (mean, sd Vector) {
-	n := float64(len(ss))
-	for _, s := range ss {
-		for j := range s.X {
-			mean[j] += s.X[j] / n
+func (m *moments) add(v [7]float64) {
+	m.n++
+	var d [7]float64
+	for j := range v {
+		d[j] = v[j] - m.mean[j]
+		m.mean[j] += d[j] / m.n
+	}
+	for j := range v {
+		e := v[j] - m.mean[j]
+		for k := range v {
+			m.c[j][k] += e * d[k]
 		}
 	}
-	for _, s := range ss {
-		for j := range s.X {
-			d := s.X[j] - mean[j]
-			sd[j] += d * d / n
+}
+
+// rmse is the root mean square error of predicting the outcome as
+// a + w·x over the samples: the mean error squared plus the spread of
+// the error, from the sums. NaN for no sample.
+func (m *moments) rmse(a float64, w Vector) float64 {
+	if m.n == 0 {
+		return math.NaN()
+	}
+	u := [7]float64{w[0], w[1], w[2], w[3], w[4], w[5], -1}
+	e := a
+	var q float64
+	for j := range u {
+		e += u[j] * m.mean[j]
+		for k := range u {
+			q += u[j] * u[k] * m.c[j][k]
 		}
 	}
-	for j := range sd {
-		sd[j] = math.Sqrt(sd[j])
-		if sd[j] < 1e-12 {
-			sd[j] = 0
-		}
-	}
-	return mean, sd
+	return math.Sqrt(math.Max(0, e*e+q/m.n))
 }
 
 // fitStandardised fits the centred outcome on the centred inputs scaled
-// to unit deviation (the columns in use only), by NNLS; it returns the
+// to unit deviation (the columns in use only), by NNLS on their Gram
+// matrix, which is the sums of cross-products scaled; it returns the
 // coefficients on the inputs' own scale, the standardised ones and the
 // residual sum of squares.
-func fitStandardised(ss []Sample, mean, sd Vector, ymean float64, use [6]bool) (beta, std Vector, rss float64) {
-	x := make([][]float64, len(ss))
-	y := make([]float64, len(ss))
-	for i, s := range ss {
-		x[i] = make([]float64, 6)
-		for j := range s.X {
-			if use[j] {
-				x[i][j] = (s.X[j] - mean[j]) / sd[j]
+func fitStandardised(m *moments, sd Vector, use [6]bool) (beta, std Vector, rss float64) {
+	g := make([][]float64, 6)
+	b := make([]float64, 6)
+	for j := range g {
+		g[j] = make([]float64, 6)
+		if !use[j] {
+			continue
+		}
+		b[j] = m.c[j][6] / sd[j]
+		for k := range g[j] {
+			if use[k] {
+				g[j][k] = m.c[j][k] / (sd[j] * sd[k])
 			}
 		}
-		y[i] = s.Y - ymean
 	}
-	g, b := gram(x, y, 6)
 	sol := nnls(g, b)
+	rss = m.c[6][6]
 	for j := range sol {
 		std[j] = sol[j]
 		if use[j] {
 			beta[j] = sol[j] / sd[j]
 		}
-	}
-	for i := range x {
-		r := y[i]
-		for j := range sol {
-			r -= sol[j] * x[i][j]
+		rss -= 2 * sol[j] * b[j]
+		for k := range sol {
+			rss += sol[j] * g[j][k] * sol[k]
 		}
-		rss += r * r
 	}
-	return beta, std, rss
+	return beta, std, math.Max(0, rss)
 }
 
 // fitLine fits y = a + s·(v·x) with s ≥ 0 by least squares.
-func fitLine(ss []Sample, v Vector) (s, a float64) {
-	var ml, my float64
-	n := float64(len(ss))
-	for _, x := range ss {
-		ml += dot(v, x.X) / n
-		my += x.Y / n
-	}
-	var sxy, sxx float64
-	for _, x := range ss {
-		d := dot(v, x.X) - ml
-		sxy += d * (x.Y - my)
-		sxx += d * d
+func fitLine(m *moments, v Vector) (s, a float64) {
+	var ml, sxy, sxx float64
+	for j := range v {
+		ml += v[j] * m.mean[j]
+		sxy += v[j] * m.c[j][6]
+		for k := range v {
+			sxx += v[j] * v[k] * m.c[j][k]
+		}
 	}
 	if sxx > 0 {
 		s = math.Max(0, sxy/sxx)
 	}
-	return s, my - s*ml
+	return s, m.mean[6] - s*ml
 }
 
 func dot(a, b Vector) float64 {
@@ -335,15 +411,6 @@ func dot(a, b Vector) float64 {
 		s += a[j] * b[j]
 	}
 	return s
-}
-
-func rmse(ss []Sample, predict func(Sample) float64) float64 {
-	var sum float64
-	for _, s := range ss {
-		d := predict(s) - s.Y
-		sum += d * d
-	}
-	return math.Sqrt(sum / float64(len(ss)))
 }
 
 // meanSD returns the mean and the sample standard deviation (0 for fewer

@@ -69,22 +69,29 @@ func TestTableNeedsDryRun(t *testing.T) {
 // TestTableUnreadable: a table file with a mistake stops lvs-monitor
 // before it starts, naming the line; nothing is created.
 func TestTableUnreadable(t *testing.T) {
-	dir := t.TempDir()
-	table := filepath.Join(dir, "saved.txt")
-	if err := os.WriteFile(table, []byte("-A -t 127.0.0.1:80 -s wrr\n-a -t 127.0.0.1:80 -r 127.0.0.2:80 -m -w lots\n"), 0o600); err != nil {
-		t.Fatal(err)
+	tests := []struct{ text, want string }{
+		{"-A -t 127.0.0.1:80 -s wrr\n-a -t 127.0.0.1:80 -r 127.0.0.2:80 -m -w lots\n", `line 2: weight \"lots\" is not a whole number`},
+		// A listing line that is just its protocol word.
+		{"Prot LocalAddress:Port Scheduler Flags\nTCP\n", `line 2: a service line wants: TCP ADDRESS:PORT SCHEDULER`},
 	}
-	cfg := filepath.Join(dir, "c.toml")
-	writeDryRunConfig(t, cfg, dir, nil)
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-dry-run", "-table", table, "-config", cfg}, &stdout, &stderr); code != 1 {
-		t.Fatalf("exit %d, want 1; stderr %s", code, stderr.String())
-	}
-	if want := fmt.Sprintf(`IPVS table %s: line 2: weight \"lots\" is not a whole number`, table); !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr %q does not say %q", stderr.String(), want)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("state directory: %v, want none", err)
+	for _, tt := range tests {
+		dir := t.TempDir()
+		table := filepath.Join(dir, "saved.txt")
+		if err := os.WriteFile(table, []byte(tt.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := filepath.Join(dir, "c.toml")
+		writeDryRunConfig(t, cfg, dir, nil)
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"-dry-run", "-table", table, "-config", cfg}, &stdout, &stderr); code != 1 {
+			t.Fatalf("exit %d, want 1; stderr %s", code, stderr.String())
+		}
+		if want := fmt.Sprintf(`IPVS table %s: %s`, table, tt.want); !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("state directory: %v, want none", err)
+		}
 	}
 }
 

@@ -120,24 +120,42 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 	if *dir == "" {
 		*dir = cfg.StateDir
 	}
-	var recs []history.Record
-	notes, err := history.Read(*dir, history.Filter{Service: *service}, func(r history.Record) { recs = append(recs, r) })
-	if err != nil {
-		return fmt.Errorf("read the history: %w", err)
+	// The history is read twice, record by record (tune.RegressSource):
+	// no record is kept, so memory does not grow with the history.
+	var (
+		records, reads int
+		readErr        error
+	)
+	samples := func(fn func(tune.Sample)) error {
+		sampler := tune.NewSampler(fn)
+		notes, err := history.Read(*dir, history.Filter{Service: *service}, func(r history.Record) {
+			if reads == 0 {
+				records++
+			}
+			sampler.Add(r)
+		})
+		if err != nil {
+			readErr = fmt.Errorf("read the history: %w", err)
+			return readErr
+		}
+		sampler.Flush()
+		if reads++; reads == 1 && len(notes) > 0 {
+			fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
+		}
+		return nil
 	}
-	if len(notes) > 0 {
-		fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
-	}
-	samples := tune.SamplesFromHistory(recs)
 	running := tune.VectorOf(cfg.Coefficients)
-	fit, err := tune.Regress(samples, running)
+	fit, err := tune.RegressSource(samples, running)
+	if readErr != nil {
+		return readErr
+	}
 	if err != nil {
-		return fmt.Errorf("%d history records in %s: %w", len(recs), *dir, err)
+		return fmt.Errorf("%d history records in %s: %w", records, *dir, err)
 	}
 	best := fit.Coefficients.Rounded()
 
 	fmt.Fprintf(stdout, "regression on %d records of %s: %d samples fitted, the last %.0f %% of the time (%d samples) held out\n",
-		len(recs), *dir, fit.Train, tune.HeldOutShare*100, fit.Held)
+		records, *dir, fit.Train, tune.HeldOutShare*100, fit.Held)
 	fmt.Fprintln(stdout, "outcome: active connections at the next cycle per unit of weight, relative to the service mean")
 	fmt.Fprintf(stdout, "\n%-9s %7s %8s %13s %10s\n", "figure", "fitted", "running", "standardised", "partial F")
 	for j, n := range tune.Names {
@@ -290,28 +308,41 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 
 // scenarioFromHistory reads the history at path (a directory of history
 // files or one file of records), builds the scenario of service from it,
-// prints the report and writes the scenario to out when asked.
+// prints the report and writes the scenario to out when asked. The
+// records are read one at a time and not kept (without -service, a
+// first reading finds the services).
 func scenarioFromHistory(path, service, out string, stdout, stderr io.Writer) (*sim.Scenario, error) {
-	recs, notes, err := readHistory(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(notes) > 0 {
-		fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
+	reads := 0
+	source := func(f history.Filter) func(fn func(history.Record)) error {
+		return func(fn func(history.Record)) error {
+			notes, err := eachRecord(path, f, fn)
+			if err != nil {
+				return err
+			}
+			if reads++; reads == 1 && len(notes) > 0 {
+				fmt.Fprintf(stderr, "lvs-tune: %d history lines skipped, the first: %s\n", len(notes), notes[0])
+			}
+			return nil
+		}
 	}
 	if service == "" {
 		var services []string
-		for _, r := range recs {
+		if err := source(history.Filter{})(func(r history.Record) {
 			if !slices.Contains(services, r.Service) {
 				services = append(services, r.Service)
 			}
+		}); err != nil {
+			return nil, err
 		}
 		if len(services) != 1 {
 			return nil, fmt.Errorf("history %s holds %d services (%s): give -service", path, len(services), strings.Join(services, ", "))
 		}
 		service = services[0]
 	}
-	sc, rep, err := tune.ScenarioFromHistory(recs, service, tune.HistoryOptions{})
+	sc, rep, err := tune.ScenarioFromHistorySource(source(history.Filter{Service: service}), service, tune.HistoryOptions{})
+	if errors.Is(err, errReadHistory) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -332,25 +363,26 @@ func scenarioFromHistory(path, service, out string, stdout, stderr io.Writer) (*
 	return sc, nil
 }
 
-// readHistory reads every record of a state directory's history files,
-// or of one file of JSON lines.
-func readHistory(path string) ([]history.Record, []history.Skipped, error) {
-	var recs []history.Record
-	add := func(r history.Record) { recs = append(recs, r) }
+// errReadHistory marks eachRecord's errors.
+var errReadHistory = errors.New("history")
+
+// eachRecord calls fn with every record f selects of a state directory's
+// history files, or of one file of JSON lines, oldest first.
+func eachRecord(path string, filter history.Filter, fn func(history.Record)) ([]history.Skipped, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("%w: %w", errReadHistory, err)
 	}
 	if st.IsDir() {
-		notes, err := history.Read(path, history.Filter{}, add)
+		notes, err := history.Read(path, filter, fn)
 		if err != nil {
-			return nil, notes, fmt.Errorf("read the history: %w", err)
+			return notes, fmt.Errorf("read the %w: %w", errReadHistory, err)
 		}
-		return recs, notes, nil
+		return notes, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("history: %w", err)
+		return nil, fmt.Errorf("%w: %w", errReadHistory, err)
 	}
 	defer f.Close()
 	var notes []history.Skipped
@@ -370,12 +402,14 @@ func readHistory(path string) ([]history.Record, []history.Skipped, error) {
 			notes = append(notes, history.Skipped{File: path, Line: n, Why: fmt.Sprintf("schema version %d, this reader knows %d", r.V, history.SchemaVersion)})
 			continue
 		}
-		add(r)
+		if filter.Service == "" || r.Service == filter.Service {
+			fn(r)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, notes, fmt.Errorf("history: %s: %w", path, err)
+		return notes, fmt.Errorf("%w: %s: %w", errReadHistory, path, err)
 	}
-	return recs, notes, nil
+	return notes, nil
 }
 
 // readConfig reads and checks the running configuration.
