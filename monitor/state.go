@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -125,7 +123,7 @@ func statePath(dir string) string { return filepath.Join(dir, "state.json") }
 // file, the caller starts safe: every destination is unknown, so an
 // unexplained weight 0 is taken for an operator drain.
 func (s *FileStore) Load() (State, error) {
-	data, err := readNoFollow(s.Path)
+	data, err := statedir.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, fmt.Errorf("state file %s: %w", s.Path, err)
 	}
@@ -145,29 +143,13 @@ func (s *FileStore) Load() (State, error) {
 	if !s.ReadOnly {
 		ce.Kept, ce.KeepErr = keepAside(s.Path, now())
 	}
-	if data, err := readNoFollow(s.previous()); err == nil {
+	if data, err := statedir.ReadFile(s.previous()); err == nil {
 		if st, err := decodeState(data); err == nil {
 			ce.Previous = s.previous()
 			return st, ce
 		}
 	}
 	return State{}, ce
-}
-
-// readNoFollow reads the file at path, refusing a symbolic link there:
-// the state must come from the file the monitor wrote, not from wherever
-// a planted link points. (Save replaces a link by rename, never writing
-// through it; keepAside moves the link itself.)
-func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: refusing to follow it", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
 }
 
 // previous is the name of the last save's copy.

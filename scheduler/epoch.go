@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/google/renameio/v2"
+
+	"lvs-feedback/internal/statedir"
 )
 
 // EpochStore keeps the director's epoch in a small file, written atomically
@@ -40,7 +42,7 @@ func (s *EpochStore) Load() (uint64, error) {
 }
 
 func (s *EpochStore) load() (uint64, error) {
-	b, err := os.ReadFile(s.path)
+	b, err := statedir.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -81,7 +83,7 @@ func (s *EpochStore) save(e uint64) error {
 // either the old or the new content, never a mix, and not the old one once
 // writeDurably has returned.
 func writeDurably(path string, data []byte) error {
-	if err := renameio.WriteFile(path, data, 0o600); err != nil {
+	if err := renameio.WriteFile(path, data, 0o600, renameio.WithTempDir(filepath.Dir(path))); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	dir, err := os.Open(filepath.Dir(path))
@@ -138,7 +140,7 @@ type appliedFile struct {
 func (s *AppliedStore) Load() (map[string]EditPos, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := os.ReadFile(s.path)
+	b, err := statedir.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]EditPos{}, nil
 	}

@@ -104,3 +104,35 @@ func TestEpochStoreConcurrentBumps(t *testing.T) {
 		got[e] = true
 	}
 }
+
+// TestStoresRefuseSymlinks: an epoch or applied-edits file that is a
+// symbolic link is refused, not read through (a planted link would choose
+// the director's epoch or its record of applied edits), and a save
+// replaces the link without writing through it.
+func TestStoresRefuseSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(target, []byte("41\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"epoch", "applied"} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, err := NewEpochStore(filepath.Join(dir, "epoch")).Load(); err == nil {
+		t.Errorf("epoch through a link: %d, nil error; want a refusal", e)
+	}
+	if _, err := NewAppliedStore(filepath.Join(dir, "applied")).Load(); err == nil {
+		t.Error("applied edits through a link: nil error; want a refusal")
+	}
+	if err := writeDurably(filepath.Join(dir, "epoch"), []byte("7\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "41\n" {
+		t.Errorf("the link's target now holds %q; want it untouched", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "epoch")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("epoch after a save: %v, %v; want a regular file", fi, err)
+	}
+}

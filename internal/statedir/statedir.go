@@ -15,6 +15,7 @@ package statedir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -234,4 +235,19 @@ func checkName(name string) error {
 		return fmt.Errorf("state directory: %q is not a file name", name)
 	}
 	return nil
+}
+
+// ReadFile reads the file at path, refusing a symbolic link there: state
+// must come from the file the daemon wrote, not from wherever a planted
+// link points. A missing file is fs.ErrNotExist, as for os.ReadFile.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link: refusing to follow it", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
