@@ -591,7 +591,11 @@ func TestListenerPeerSourceSlots(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// Each connection a millisecond younger than the last (all stay
+	// young): between sources holding as many, the oldest goes first,
+	// whatever the order of a map.
 	dial := func(src string) (net.Conn, bool) {
+		clock.Add(time.Millisecond)
 		c, ok := tryDial(t, pl, src)
 		conns = append(conns, c)
 		return c, ok
@@ -628,6 +632,7 @@ func TestListenerPeerSourceSlots(t *testing.T) {
 	// A peer's first contact: its source holds none, A and B two, so it
 	// gets in (a[2] goes); once it has authenticated, its address has
 	// slots of its own: its next connection takes none of the others'.
+	clock.Add(time.Millisecond)
 	pipeAuth(t, pl, k, "203.0.113.7:3000", 1)
 	if !closedByPeer(a[2]) {
 		t.Error("the peer's first connection got in, but a[2] is open")
