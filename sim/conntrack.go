@@ -97,9 +97,6 @@ func (e *expiryQueue) popDue(t float64) (int, bool) {
 	return int(k), true
 }
 
-// len is the number of entries waiting.
-func (e *expiryQueue) len() int { return len(e.q) - e.head }
-
 // table is the kernel accounting's state beside r.dests' counts.
 type table struct {
 	q [nQueues]expiryQueue
