@@ -147,8 +147,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		specs = append(specs, spec)
 	}
 
-	if *timelineWindow <= 0 {
-		return errors.New("-timeline-window must be positive")
+	if *timelineWindow < 100*time.Millisecond {
+		// A line per window, server and run: a tiny window is a huge file.
+		return fmt.Errorf("-timeline-window %v: at least 100ms", *timelineWindow)
 	}
 	b := &sim.Bench{Scenarios: scs, Policies: specs, Workers: *workers, KeepSeries: *plotDir != ""}
 	if *timelinePath != "" {

@@ -157,7 +157,9 @@ func TestTimeline(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if err := run([]string{"-q", "-timeline", filepath.Join(dir, "x.csv"), "-timeline-window", "0s", scenario}, &out, &errb); err == nil {
-		t.Error("-timeline-window 0s accepted")
+	for _, w := range []string{"0s", "1ns", "-5s"} {
+		if err := run([]string{"-q", "-timeline", filepath.Join(dir, "x.csv"), "-timeline-window", w, scenario}, &out, &errb); err == nil {
+			t.Errorf("-timeline-window %s accepted", w)
+		}
 	}
 }
