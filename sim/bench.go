@@ -5,15 +5,16 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // RunOne simulates one scenario with one seed, scheduler and policy. The
 // scheduler is ignored by the references (oracle, pooled).
 func RunOne(sc *Scenario, seed uint64, sched string, spec PolicySpec) (Result, error) {
-	return runOne(sc, NewStream(sc, seed), seed, sched, spec, false)
+	return runOne(sc, NewStream(sc, seed), seed, sched, spec, false, 0)
 }
 
-func runOne(sc *Scenario, st *Stream, seed uint64, sched string, spec PolicySpec, keep bool) (Result, error) {
+func runOne(sc *Scenario, st *Stream, seed uint64, sched string, spec PolicySpec, keep bool, timeline time.Duration) (Result, error) {
 	pol, err := spec.build(sc)
 	if err != nil {
 		return Result{}, err
@@ -21,6 +22,9 @@ func runOne(sc *Scenario, st *Stream, seed uint64, sched string, spec PolicySpec
 	r, err := newRun(sc, st, seed, sched, pol)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s/%s/%s seed %d: %w", sc.Name, sched, spec.Name, seed, err)
+	}
+	if timeline > 0 {
+		r.tl = newTimelineRec(timeline.Seconds(), len(sc.Servers))
 	}
 	if err := r.loop(); err != nil {
 		return Result{}, fmt.Errorf("%s/%s/%s seed %d: %w", sc.Name, sched, spec.Name, seed, err)
@@ -40,6 +44,9 @@ type Bench struct {
 	Workers int
 	// KeepSeries keeps the time series of the first seed (for plots).
 	KeepSeries bool
+	// Timeline, when positive, records every run's per-server timeline in
+	// windows of this length (Result.Timeline).
+	Timeline time.Duration
 	// Progress, if set, is called after each run.
 	Progress func(done, total int)
 }
@@ -131,7 +138,7 @@ func (b *Bench) Run() ([]Result, error) {
 				j := jobs[i]
 				// The stream is read-only during a run: every policy of a
 				// seed sees the identical requests.
-				out[i], errs[i] = runOne(j.sc, getStream(j), j.seed, j.sched, j.spec, j.keep)
+				out[i], errs[i] = runOne(j.sc, getStream(j), j.seed, j.sched, j.spec, j.keep, b.Timeline)
 				doneStream(j)
 				if b.Progress != nil {
 					mu.Lock()

@@ -105,7 +105,7 @@ func TestMonitorInTheLoop(t *testing.T) {
 		t.Fatalf("no event %s", name)
 		return 0
 	}
-	fail, recov := at(EvFail), at(EvRecover)
+	fail, recov := at(EvCrash), at(EvRecover)
 	drain, undrain := at(EvDrain), at(EvUndrain)
 	var zeroed, restored float64 = -1, -1
 	for _, h := range r.history {

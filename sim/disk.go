@@ -206,9 +206,7 @@ func (r *run) failDisk(k int) {
 	}
 	d.advance(r.now)
 	for _, j := range d.jobs {
-		r.resp[j.val] = -1
-		r.dests[k].Active--
-		r.addInactive(k, r.sc.Director.Linger.Seconds())
+		r.lose(k, j.val)
 	}
 	d.jobs = d.jobs[:0]
 }

@@ -118,7 +118,7 @@ func GenerateScenario(family string, index int) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := generate(rng, family, index)
+	sc := generate(rng, failKinds(family, index), family, index)
 	if err := sc.Check(); err != nil {
 		return nil, fmt.Errorf("generated scenario %s: %w", sc.Name, err)
 	}
@@ -131,7 +131,25 @@ func round(x, per float64) float64 { return math.Round(x*per) / per }
 
 func uniform(rng *rand.Rand, lo, hi float64) float64 { return lo + (hi-lo)*rng.Float64() }
 
-func generate(rng *rand.Rand, family string, index int) *Scenario {
+// failKinds returns the source of the crash-or-hang choice of each failure
+// of scenario index: a stream of its own, so that the choice draws nothing
+// from the scenario's main stream.
+func failKinds(family string, index int) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte("lvs-sim failure kinds " + family))
+	return rand.New(rand.NewPCG(h.Sum64(), uint64(index)))
+}
+
+// failKind draws a failure's kind: half crash (refuses), half hang
+// (answers nothing).
+func failKind(kinds *rand.Rand) string {
+	if kinds.IntN(2) == 0 {
+		return EvCrash
+	}
+	return EvHang
+}
+
+func generate(rng, kinds *rand.Rand, family string, index int) *Scenario {
 	sc := &Scenario{
 		Name:       fmt.Sprintf("%s-%02d", family, index),
 		Duration:   familyDuration,
@@ -181,7 +199,9 @@ func generate(rng *rand.Rand, family string, index int) *Scenario {
 		}
 	}
 	if rng.Float64() < 0.15 {
-		sc.Director.Linger = time.Duration(10+rng.IntN(51)) * time.Second
+		// Clients more patient than the default with a hung server: more
+		// SYNs, a longer SYN_RECV.
+		sc.Client.Timeout = time.Duration(10+rng.IntN(51)) * time.Second
 	}
 	sc.Agent.Noise = round(uniform(rng, 0.01, 0.04), 200)
 	sc.Agent.MemoryPerConn = round(uniform(rng, 0, 0.0005), 20000)
@@ -196,7 +216,7 @@ func generate(rng *rand.Rand, family string, index int) *Scenario {
 		if len(incs) > 0 && rng.Float64() < 0.3 {
 			start = incs[len(incs)-1].start // several at once
 		}
-		inc, ok := drawIncident(rng, sc, start)
+		inc, ok := drawIncident(rng, kinds, sc, start)
 		if !ok || !fits(sc, incs, inc, peak) {
 			continue
 		}
@@ -215,7 +235,7 @@ func generate(rng *rand.Rand, family string, index int) *Scenario {
 }
 
 // drawIncident draws one incident starting at start.
-func drawIncident(rng *rand.Rand, sc *Scenario, start float64) (incident, bool) {
+func drawIncident(rng, kinds *rand.Rand, sc *Scenario, start float64) (incident, bool) {
 	dur := sc.Duration.Seconds()
 	end := start + float64(60+rng.IntN(181))
 	if end > dur-30 {
@@ -261,20 +281,22 @@ func drawIncident(rng *rand.Rand, sc *Scenario, start float64) (incident, bool) 
 		pair(EventSpec{Kind: EvDrift, Factor: f, Over: over}, EventSpec{Kind: EvDrift, Factor: 1, Over: over})
 		inc.end += over.Seconds()
 		inc.what = fmt.Sprintf("%s drifts to ×%g over %gs %s", name, f, over.Seconds(), span())
-	case 3: // fail and return
+	case 3: // crash or hang, and return
 		inc.loss = 1
-		pair(EventSpec{Kind: EvFail}, EventSpec{Kind: EvRecover})
-		inc.what = fmt.Sprintf("%s fails %s", name, span())
+		fk := failKind(kinds)
+		pair(EventSpec{Kind: fk}, EventSpec{Kind: EvRecover})
+		inc.what = fmt.Sprintf("%s %ss %s", name, fk, span())
 	case 4: // flapping: fail/return repeated
 		t := start
 		cycles := 3 + rng.IntN(4)
+		fk := failKind(kinds)
 		for c := 0; c < cycles && t < dur-20; c++ {
 			down := float64(3 + rng.IntN(13))
-			inc.events = append(inc.events, EventSpec{At: at(t), Server: name, Kind: EvFail}, EventSpec{At: at(t + down), Server: name, Kind: EvRecover})
+			inc.events = append(inc.events, EventSpec{At: at(t), Server: name, Kind: fk}, EventSpec{At: at(t + down), Server: name, Kind: EvRecover})
 			t += down + float64(5+rng.IntN(26))
 		}
 		inc.loss, inc.end = 1, t
-		inc.what = fmt.Sprintf("%s flaps %d times from %gs", name, len(inc.events)/2, start)
+		inc.what = fmt.Sprintf("%s flaps (%s) %d times from %gs", name, fk, len(inc.events)/2, start)
 	case 5: // flash crowd
 		f := round(math.Min(uniform(rng, 1.3, 2.5), familyMaxLoad/sc.Workload.Utilisation), 20)
 		if f < 1.15 {
@@ -298,7 +320,7 @@ func drawIncident(rng *rand.Rand, sc *Scenario, start float64) (incident, bool) 
 		}
 		inc.servers = rng.Perm(len(sc.Servers))[:m]
 		slices.Sort(inc.servers)
-		on, off := EventSpec{Kind: EvFail}, EventSpec{Kind: EvRecover}
+		on, off := EventSpec{Kind: failKind(kinds)}, EventSpec{Kind: EvRecover}
 		inc.loss = 1
 		if rng.Float64() < 0.6 {
 			f := round(uniform(rng, 0.3, 0.7), 20)
@@ -311,7 +333,7 @@ func drawIncident(rng *rand.Rand, sc *Scenario, start float64) (incident, bool) 
 			pair(on, off)
 			names = append(names, name)
 		}
-		what := "fail"
+		what := on.Kind
 		if on.Kind == EvSpeed {
 			what = fmt.Sprintf("degraded to ×%g", on.Factor)
 		}
@@ -383,8 +405,8 @@ func describe(sc *Scenario, types []hwType, what []string) string {
 	if w.Wave.Amplitude > 0 {
 		fmt.Fprintf(&b, ", wave ±%.0f %% (%v)", 100*w.Wave.Amplitude, w.Wave.Period)
 	}
-	if sc.Director.Linger > 0 {
-		fmt.Fprintf(&b, ", linger %v", sc.Director.Linger)
+	if sc.Client.Timeout > 0 {
+		fmt.Fprintf(&b, ", client timeout %v", sc.Client.Timeout)
 	}
 	if len(what) > 0 {
 		fmt.Fprintf(&b, "; %s", strings.Join(what, "; "))

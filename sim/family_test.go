@@ -112,7 +112,7 @@ func TestFamilyCoverage(t *testing.T) {
 		fails := map[string]int{}
 		for i, e := range sc.Events {
 			kinds[e.Kind]++
-			if e.Kind == EvFail {
+			if e.Kind == EvCrash || e.Kind == EvHang {
 				fails[e.Server]++
 			}
 			if i > 0 && e.At == sc.Events[i-1].At && e.Server != sc.Events[i-1].Server && changesCapacity(e.Kind) {
@@ -134,7 +134,7 @@ func TestFamilyCoverage(t *testing.T) {
 	if minU > 0.35 || maxU < 0.9 {
 		t.Errorf("loads %v–%v, want to span 0.3–0.95", minU, maxU)
 	}
-	for _, k := range []string{EvBackground, EvSpeed, EvDrift, EvFail, EvRecover, EvDrain, EvUndrain, EvAgentDown, EvAgentUp} {
+	for _, k := range []string{EvBackground, EvSpeed, EvDrift, EvCrash, EvHang, EvRecover, EvDrain, EvUndrain, EvAgentDown, EvAgentUp} {
 		if kinds[k] < 10 {
 			t.Errorf("event kind %s happens %d times in 200 scenarios, want at least 10", k, kinds[k])
 		}
@@ -191,7 +191,7 @@ func TestFamilyLoadBound(t *testing.T) {
 					bg[k] = e.Fraction
 				case EvSpeed, EvDrift:
 					speed[k] = e.Factor
-				case EvFail, EvDrain:
+				case EvCrash, EvHang, EvDrain:
 					off[k] = true
 				case EvRecover, EvUndrain:
 					off[k] = false

@@ -13,6 +13,12 @@ type Result struct {
 	Policy    string
 	Seed      uint64
 
+	// Timeline is the per-server timeline (Bench.Timeline), windows of
+	// TimelineWindow seconds; ServerNames name its servers.
+	Timeline       []TimelineRow
+	TimelineWindow float64
+	ServerNames    []string
+
 	Requests int // arriving after the warm-up
 	Failed   int // reached a dead server, or lost when it failed
 	// Mean is over the requests that completed; the percentiles count a
@@ -188,6 +194,12 @@ func (r *run) result(keepSeries bool) Result {
 	}
 	if keepSeries {
 		res.series = r.series()
+	}
+	if r.tl != nil {
+		res.Timeline, res.TimelineWindow = r.tl.rows, r.tl.dt
+		for _, sv := range sc.Servers {
+			res.ServerNames = append(res.ServerNames, sv.Name)
+		}
 	}
 	return res
 }

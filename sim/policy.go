@@ -47,6 +47,10 @@ const (
 	// policy's ticks (every interval): what a controller that polls at the
 	// interval and knew exactly what it saw could reach.
 	PolIdealPoll = "ideal-poll"
+	// PolUnchecked is the configured weights with no health check at
+	// all: a dead server keeps its weight, as on a director where nothing
+	// takes it out (what the kernel measurements of a dying server ran).
+	PolUnchecked = "nominal-unchecked"
 )
 
 // DefaultPolicies is the policy set of a bench run, in table order.
@@ -101,7 +105,7 @@ check = "0s"
 // BuiltinPolicy returns the spec of a built-in policy name.
 func BuiltinPolicy(name string) (PolicySpec, error) {
 	switch name {
-	case PolEqual, PolNominal, PolIdeal, PolOracle, PolPooled, PolIdealPoll:
+	case PolEqual, PolNominal, PolIdeal, PolOracle, PolPooled, PolIdealPoll, PolUnchecked:
 		return PolicySpec{Name: name}, nil
 	case PolLVS:
 		return PolicySpec{Name: name, Monitor: LVSConfigTOML}, nil
@@ -129,8 +133,8 @@ func BuiltinPolicy(name string) (PolicySpec, error) {
 		}
 		return PolicySpec{Name: name, IdealLag: d}, nil
 	}
-	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, ideal-poll[:DURATION], ideal-lag:DURATION; or NAME=monitor.toml)",
-		name, strings.Join(DefaultPolicies, ", "))
+	return PolicySpec{}, fmt.Errorf("unknown policy %q (built in: %s, %s, ideal-poll[:DURATION], ideal-lag:DURATION; or NAME=monitor.toml)",
+		name, strings.Join(DefaultPolicies, ", "), PolUnchecked)
 }
 
 // IsReference reports whether a policy ignores the kernel scheduler (it is
@@ -158,6 +162,8 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 		}}, nil
 	case PolNominal:
 		return &staticPolicy{name: p.Name, interval: iv, weights: nominalWeights}, nil
+	case PolUnchecked:
+		return &staticPolicy{name: p.Name, weights: nominalWeights}, nil // interval 0: never ticks
 	case PolIdeal:
 		return &idealPolicy{name: PolIdeal}, nil
 	case PolIdealPoll:

@@ -22,6 +22,9 @@ const (
 	evSample
 	evDiskDepart // a request's I/O is done: on to the CPU (disk.go)
 	evDrift      // one step of a drift event: k is the event, ver the step
+	evIdleEnd    // a keep-alive connection's idle time ends (kernel accounting): ver 1 closes it, 0 lets it expire
+	evGiveUp     // a client gives up on a connection its hung server holds (kernel accounting)
+	evTimeline   // the end of a timeline window (timeline.go)
 )
 
 // event is one entry of the event queue, keyed by (time, seq): simultaneous
@@ -73,6 +76,8 @@ type run struct {
 	conns   []uint32 // cumulative connections scheduled (live)
 	pub     []uint32 // as last published by the rate estimator
 	drained []bool   // by the operator
+	tab     *table   // the kernel accounting's state queues (nil: the linger model)
+	tl      *timelineRec
 	agents  []agentState
 	agentR  []*rand.Rand
 	probeR  []*rand.Rand
@@ -112,6 +117,9 @@ func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy)
 		served:   make([]int32, st.Len()),
 		idealW:   make([][]int, len(sc.Events)),
 		sampleDt: 1,
+	}
+	if sc.Director.Accounting != AccountingLinger {
+		r.tab = newTable(sc, n)
 	}
 	for i := range r.resp {
 		r.resp[i] = float32(math.NaN())
@@ -200,6 +208,50 @@ func (r *run) addInactive(k int, d float64) {
 	r.schedule(r.now+d, evInactive, k, 0)
 }
 
+// closed accounts for a served connection on destination k whose response
+// has gone out, followed by idle seconds of keep-alive.
+func (r *run) closed(k int, idle float64) {
+	if r.tab == nil {
+		r.dests[k].Active--
+		r.addInactive(k, idle+r.sc.Director.Linger.Seconds())
+		return
+	}
+	if idle <= 0 {
+		r.dests[k].Active--
+		r.enter(qTimeWait, k)
+		return
+	}
+	// Idle but ESTABLISHED: still active until it closes, or until the
+	// ESTABLISHED timeout drops it from the table first.
+	if est := r.sc.Director.TCP.Seconds(); idle >= est {
+		r.schedule(r.now+est, evIdleEnd, k, 0)
+	} else {
+		r.schedule(r.now+idle, evIdleEnd, k, 1)
+	}
+}
+
+// lose fails request req, in flight on server k as k crashes or hangs
+// (s.hung already set).
+func (r *run) lose(k int, req int32) {
+	r.resp[req] = -1
+	if k >= len(r.dests) {
+		return
+	}
+	r.tl.add(k, true)
+	switch {
+	case r.tab == nil:
+		r.dests[k].Active--
+		r.addInactive(k, r.sc.Director.Linger.Seconds())
+	case r.srv[k].hung:
+		// ESTABLISHED until the client gives up and closes its side.
+		r.schedule(r.now+r.sc.Client.Timeout.Seconds(), evGiveUp, k, 0)
+	default:
+		// The host resets it.
+		r.dests[k].Active--
+		r.enter(qClose, k)
+	}
+}
+
 // arrive dispatches request i.
 func (r *run) arrive(i int) {
 	var k int
@@ -215,13 +267,24 @@ func (r *run) arrive(i int) {
 	r.served[i] = int32(k)
 	if k < len(r.conns) {
 		r.conns[k]++
+		r.tl.add(k, false)
 	}
 	s := r.srv[k]
 	if s.down {
-		// The connection reaches a dead server: it fails, and lingers in
-		// the director's table as inactive.
 		r.resp[i] = -1
-		r.addInactive(k, r.sc.Director.Linger.Seconds())
+		if k >= len(r.dests) {
+			return
+		}
+		r.tl.add(k, true)
+		switch {
+		case r.tab == nil:
+			// The linger model: inactive for the linger, crash or hang.
+			r.addInactive(k, r.sc.Director.Linger.Seconds())
+		case s.hung:
+			r.enter(qSynRecv, k)
+		default:
+			r.enter(qClose, k)
+		}
 		return
 	}
 	if k < len(r.dests) {
@@ -243,8 +306,7 @@ func (r *run) depart(k int) {
 		req := s.pop()
 		r.resp[req] = float32(r.now - r.st.Arrive[req])
 		if k < len(r.dests) {
-			r.dests[k].Active--
-			r.addInactive(k, float64(r.st.Idle[req])+r.sc.Director.Linger.Seconds())
+			r.closed(k, float64(r.st.Idle[req]))
 		}
 	}
 	r.reschedule(k)
@@ -262,19 +324,18 @@ func (r *run) applyEvent(i int) {
 	case EvSpeed:
 		s.speedFactor = e.Factor
 		delete(r.driftOf, k) // a speed step stops a drift in progress
-	case EvFail:
+	case EvCrash, EvHang:
+		s.hung = e.Kind == EvHang && r.tab != nil
 		if !s.down {
 			for _, j := range s.jobs {
-				r.resp[j.val] = -1
-				r.dests[k].Active--
-				r.addInactive(k, r.sc.Director.Linger.Seconds())
+				r.lose(k, j.val)
 			}
 			s.jobs = s.jobs[:0]
 			r.failDisk(k)
 			s.down = true
 		}
 	case EvRecover:
-		s.down = false
+		s.down, s.hung = false, false
 	case EvDrain:
 		r.drained[k] = true
 		if r.pol.Kernel() {
@@ -379,7 +440,7 @@ func (r *run) agentSample(k int) {
 	if a.started && r.now > a.lastT {
 		cpu := (s.busyInt - a.lastBusy) / (r.now - a.lastT)
 		n := float64(len(s.jobs))
-		conns := float64(r.dests[k].Active + r.dests[k].Inactive)
+		conns := float64(r.serverConns(k))
 		procs := (n + s.background*s.spec.Cores) / s.spec.Cores
 		mem, disk, ioBusy := r.resourceLoads(k, a, conns)
 		a.report = agent.Report{
@@ -466,13 +527,17 @@ func (r *run) loop() error {
 	}
 	r.schedule(r.sc.Director.Estimator.Seconds(), evEstimator, 0, 0)
 	r.schedule(r.sampleDt, evSample, 0, 0)
+	if r.tl != nil {
+		r.schedule(r.tl.dt, evTimeline, 0, 0)
+	}
 
 	for len(r.ev) > 0 {
 		t, e := r.ev.pop()
-		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario || e.kind == evDrift
+		periodic := e.kind == evTick || e.kind == evAgent || e.kind == evEstimator || e.kind == evSample || e.kind == evScenario || e.kind == evDrift || e.kind == evTimeline
 		if t > r.end && periodic {
 			continue // after the end only departures and expiries remain
 		}
+		r.expire(t)
 		r.now = t
 		switch e.kind {
 		case evArrival:
@@ -487,6 +552,17 @@ func (r *run) loop() error {
 			}
 		case evInactive:
 			r.dests[e.k].Inactive--
+		case evIdleEnd:
+			r.dests[e.k].Active--
+			if e.ver == 1 {
+				r.enter(qTimeWait, int(e.k))
+			}
+		case evGiveUp:
+			r.dests[e.k].Active--
+			r.enter(qCloseWait, int(e.k))
+		case evTimeline:
+			r.tl.window(r)
+			r.schedule(r.now+r.tl.dt, evTimeline, 0, 0)
 		case evTick:
 			r.pol.Tick(r)
 			r.schedule(r.now+r.pol.Interval(), evTick, 0, 0)

@@ -39,6 +39,7 @@ type Scenario struct {
 
 	Workload Workload     `toml:"workload,omitempty"`
 	Director Director     `toml:"director,omitempty"`
+	Client   Client       `toml:"client,omitempty"`
 	Probe    ProbeModel   `toml:"probe,omitempty"`
 	Agent    AgentModel   `toml:"agent,omitempty"`
 	Servers  []ServerSpec `toml:"server"`
@@ -109,14 +110,43 @@ type Keepalive struct {
 
 // Director models the parts of the director the schedulers see.
 type Director struct {
-	// Linger is how long a closed (or failed) connection stays in the
-	// connection table as inactive. IPVS's default tcpfin timeout is 120 s;
-	// the default here is 0 (closed connections vanish at once).
+	// Accounting is how connections are counted in the table:
+	// AccountingKernel (the default) keeps each connection in the TCP
+	// state the kernel would hold it in, for that state's timeout, and
+	// counts it active or inactive as the kernel does (conntrack.go);
+	// AccountingLinger is the older model kept for comparison: a closed
+	// or failed connection is inactive for Linger, then gone, and a dead
+	// server only refuses (a hang is a crash).
+	Accounting string `toml:"accounting,omitempty"`
+	// Linger: with AccountingLinger only.
 	Linger time.Duration `toml:"linger,omitzero"`
+	// TCP, TCPFin and UDP are the three timeouts ipvsadm --set changes:
+	// ESTABLISHED (default 900 s), FIN_WAIT (default 120 s) and UDP. The
+	// model has no UDP traffic, so UDP is refused.
+	TCP    time.Duration `toml:"tcp,omitzero"`
+	TCPFin time.Duration `toml:"tcpfin,omitzero"`
+	UDP    time.Duration `toml:"udp,omitzero"`
 	// Estimator is how often the cumulative connection counters the
 	// monitor reads are refreshed (the kernel's rate estimator: 2 s).
 	Estimator time.Duration `toml:"estimator,omitzero"`
 }
+
+// Client is how the clients behind the workload give up on a server that
+// answers nothing (a hang). The model's clients never give up on a server
+// that answers, however slowly.
+type Client struct {
+	// Timeout is how long a client waits in silence: for the answer to
+	// its SYN (retransmitted after 1, 3, 7 … s, as Linux does, at most
+	// SYNRetries times) or, on an open connection, for the next packet.
+	// Default 2 s.
+	Timeout time.Duration `toml:"timeout,omitzero"`
+}
+
+// Accounting models (Director.Accounting).
+const (
+	AccountingKernel = "kernel"
+	AccountingLinger = "linger"
+)
 
 // ProbeModel is the response-time probe the monitor sends: a small request
 // of Demand (time at speed 1) plus a network round trip RTT. Reference is
@@ -169,7 +199,9 @@ type EventSpec struct {
 	Server string        `toml:"server"`
 	// Kind: "background" (Fraction of the CPU taken by another job; 0 ends
 	// it), "speed" (Factor of the nominal speed: 0.5 = degraded to half,
-	// 1 = restored), "fail", "recover", "drain" (the operator writes weight
+	// 1 = restored), "crash" (the server's process dies: the host
+	// refuses every connection; "fail" is read as "crash"), "hang" (the
+	// host answers nothing), "recover" (from either), "drain" (the operator writes weight
 	// 0), "undrain" (the operator writes Weight, default the server's
 	// configured weight), "agent_down", "agent_up", "disk_degrade"
 	// (Factor of the nominal disk speed), "memory" (a squeeze: Factor =
@@ -190,7 +222,9 @@ type EventSpec struct {
 const (
 	EvBackground = "background"
 	EvSpeed      = "speed"
-	EvFail       = "fail"
+	EvFail       = "fail" // read as EvCrash
+	EvCrash      = "crash"
+	EvHang       = "hang"
 	EvRecover    = "recover"
 	EvDrain      = "drain"
 	EvUndrain    = "undrain"
@@ -324,8 +358,34 @@ func (sc *Scenario) Check() error {
 	if sc.Director.Estimator == 0 {
 		sc.Director.Estimator = 2 * time.Second
 	}
-	if sc.Director.Linger < 0 || sc.Director.Estimator < 0 {
-		bad("director: linger and estimator must not be negative")
+	d := &sc.Director
+	switch d.Accounting {
+	case "":
+		d.Accounting = AccountingKernel
+	case AccountingKernel, AccountingLinger:
+	default:
+		bad("director.accounting %q: want %q or %q", d.Accounting, AccountingKernel, AccountingLinger)
+	}
+	if d.Linger != 0 && d.Accounting != AccountingLinger {
+		bad("director.linger is the %q accounting's timer: set accounting = %q, or leave linger out (the kernel accounting uses the kernel's timeouts)", AccountingLinger, AccountingLinger)
+	}
+	if d.UDP != 0 {
+		bad("director.udp: the simulated workload is TCP only")
+	}
+	if d.TCP == 0 {
+		d.TCP = 900 * time.Second
+	}
+	if d.TCPFin == 0 {
+		d.TCPFin = 120 * time.Second
+	}
+	if d.Linger < 0 || d.Estimator < 0 || d.TCP < 0 || d.TCPFin < 0 {
+		bad("director: linger, estimator, tcp and tcpfin must not be negative")
+	}
+	if sc.Client.Timeout == 0 {
+		sc.Client.Timeout = 2 * time.Second
+	}
+	if sc.Client.Timeout < 0 {
+		bad("client.timeout must not be negative")
 	}
 	p := &sc.Probe
 	if p.Reference == 0 {
@@ -421,7 +481,9 @@ func (sc *Scenario) Check() error {
 			if e.Weight < 1 || e.Weight > 65535 {
 				bad("event %d: undrain weight must be from 1 to 65535", i)
 			}
-		case EvFail, EvRecover, EvDrain, EvAgentDown, EvAgentUp:
+		case EvFail:
+			e.Kind = EvCrash
+		case EvCrash, EvHang, EvRecover, EvDrain, EvAgentDown, EvAgentUp:
 		case EvDiskDegrade, EvMemory:
 			if err := sc.checkResourceEvent(e); err != nil {
 				bad("event %d: %w", i, err)

@@ -22,6 +22,7 @@ type server struct {
 	speedFactor float64 // 1 = nominal speed
 	background  float64 // fraction of the CPU taken by a background job
 	down        bool
+	hung        bool // down, and answering nothing (else refusing)
 	agentDown   bool
 
 	perJob   float64 // fastest rate one request can get

@@ -58,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	plotDir := fs.String("plot", "", "write SVG time series of the first seed into `DIR`")
 	plotPolicies := fs.String("plot-policies", "", "policies to plot one file each for (default: all kernel policies)")
 	csvPath := fs.String("csv", "", "write one CSV line per run to `FILE`")
+	timelinePath := fs.String("timeline", "", "write every run's per-server timeline (new and failed connections, active and inactive counts, weight per window) as CSV to `FILE`")
+	timelineWindow := fs.Duration("timeline-window", 5*time.Second, "the timeline's `window`")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	pivot := fs.Bool("pivot", false, "print the compact policy × scenario table of p99/ideal (per scheduler) instead of the full table")
 	// Generated scenario families (docs/simulator.md, "Scenario families").
@@ -145,7 +147,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		specs = append(specs, spec)
 	}
 
+	if *timelineWindow < 100*time.Millisecond {
+		// A line per window, server and run: a tiny window is a huge file.
+		return fmt.Errorf("-timeline-window %v: at least 100ms", *timelineWindow)
+	}
 	b := &sim.Bench{Scenarios: scs, Policies: specs, Workers: *workers, KeepSeries: *plotDir != ""}
+	if *timelinePath != "" {
+		b.Timeline = *timelineWindow
+	}
 	b.Schedulers = splitList(*scheds)
 	if *seeds != "" {
 		s, err := parseSeeds(*seeds)
@@ -201,6 +210,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *timelinePath != "" {
+		if err := writeFile(*timelinePath, func(w io.Writer) error { return sim.WriteTimeline(w, results) }); err != nil {
+			return err
+		}
+	}
 	if *plotDir != "" {
 		files, err := sim.WritePlots(*plotDir, results, scs, splitList(*plotPolicies))
 		if err != nil {
@@ -209,6 +223,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%d plots in %s\n", len(files), *plotDir)
 	}
 	return nil
+}
+
+// writeFile creates path and fills it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // writeScenarios writes generated scenarios as NAME.toml files into dir.

@@ -5,6 +5,7 @@ import (
 	"lvs-feedback/sim"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -110,6 +111,55 @@ func TestFamily(t *testing.T) {
 	} {
 		if err := run(bad, &out, &errb); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestTimeline: -timeline FILE writes one line per run, window and server
+// (the failover scenario shortened to 200 s: 5 servers × 40 windows of 5 s,
+// or 20 of 10 s), its dead server c failing its new connections after
+// 150 s.
+func TestTimeline(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join("..", "..", "sim", "scenarios", "failover.toml")
+	for _, c := range []struct {
+		window string
+		lines  int
+	}{{"5s", 5 * 40}, {"10s", 5 * 20}} {
+		path := filepath.Join(dir, "tl-"+c.window+".csv")
+		var out, errb bytes.Buffer
+		args := []string{"-q", "-duration", "200s", "-nseeds", "1", "-sched", "wrr", "-policies", "nominal-unchecked",
+			"-timeline", path, "-timeline-window", c.window, scenario}
+		if err := run(args, &out, &errb); err != nil {
+			t.Fatalf("run: %v\n%s", err, errb.String())
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if lines[0] != "scenario,scheduler,policy,seed,t_start,t_end,server,new,failed,active,inactive,weight" || len(lines) != 1+c.lines {
+			t.Fatalf("%s: header %q, %d lines; want %d", c.window, lines[0], len(lines)-1, c.lines)
+		}
+		// c crashes at 150 s: from then on every new connection to it
+		// fails (wrr: it keeps its share); before, none does (the window
+		// ending at 150 s also has those lost in flight).
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",")
+			from, _ := strconv.ParseFloat(f[4], 64)
+			to, _ := strconv.ParseFloat(f[5], 64)
+			if f[6] != "c" {
+				continue
+			}
+			if from >= 150 && (f[7] != f[8] || f[7] == "0") || to < 150 && f[8] != "0" {
+				t.Errorf("%s: c's window %g–%g: %s new, %s failed", c.window, from, to, f[7], f[8])
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	for _, w := range []string{"0s", "1ns", "-5s"} {
+		if err := run([]string{"-q", "-timeline", filepath.Join(dir, "x.csv"), "-timeline-window", w, scenario}, &out, &errb); err == nil {
+			t.Errorf("-timeline-window %s accepted", w)
 		}
 	}
 }
