@@ -209,9 +209,11 @@ func TestFleetForgedTerm(t *testing.T) {
 	})
 	fake := fmt.Sprintf("lvs-feedback-state 1 dir1 %d 1\ns %s\nd %s managed 3 10 0 0 0 lvs-monitor 3 1 0 0\n", int64(math.MaxInt64), svcKey, rsA)
 	before := d2.fleet().DocumentsRefused
+	var fakeRev int64 // the last forged put's revision
 	eventually(t, 60*time.Second, "dir2 refuses the forged term", func() bool {
-		_, err := cli.Put(context.Background(), "/fleet-test/state", fake)
+		resp, err := cli.Put(context.Background(), "/fleet-test/state", fake)
 		must(t, err)
+		fakeRev = resp.Header.Revision
 		time.Sleep(100 * time.Millisecond)
 		f := d2.fleet()
 		return f.DocumentsRefused > before && strings.Contains(f.Refused, "term 9223372036854775807, but the elected leader is dir1 in term")
@@ -220,7 +222,11 @@ func TestFleetForgedTerm(t *testing.T) {
 		t.Fatalf("dir2 applied the forged document: %v", w)
 	}
 	must(t, d1.m.Drain(svcKey, rsC))
-	eventually(t, 60*time.Second, "the leader's drain reaches dir2", func() bool { return d2.weights(t)[rsC] == 0 })
+	// The last forged put may land after a document of the leader's:
+	// wait for dir2 to apply one written after it.
+	eventually(t, 60*time.Second, "the leader's drain reaches dir2", func() bool {
+		return d2.weights(t)[rsC] == 0 && d2.fleet().DocRevision > fakeRev
+	})
 	if d2.fleet().Refused != "" {
 		t.Errorf("dir2 still reports a refusal after applying the leader's document: %q", d2.fleet().Refused)
 	}
