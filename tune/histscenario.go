@@ -30,7 +30,14 @@ type HistoryOptions struct {
 	// Hold is how many measured cycles a move must last, the median of
 	// them beyond Change, before it counts (default 3).
 	Hold int
+	// MaxCycles is the most cycles the scenario is built from: the
+	// latest ones (default DefaultMaxCycles). It bounds the builder's
+	// memory whatever the history's length.
+	MaxCycles int
 }
+
+// DefaultMaxCycles is a day of cycles at the default 5 s interval.
+const DefaultMaxCycles = 17280
 
 func (o HistoryOptions) withDefaults() HistoryOptions {
 	if o.MinCycles <= 0 {
@@ -44,6 +51,9 @@ func (o HistoryOptions) withDefaults() HistoryOptions {
 	}
 	if o.Hold <= 0 {
 		o.Hold = 3
+	}
+	if o.MaxCycles <= 0 {
+		o.MaxCycles = DefaultMaxCycles
 	}
 	return o
 }
@@ -76,10 +86,12 @@ type LoadStep struct {
 // HistoryReport says what ScenarioFromHistory measured and how it
 // approximated it; Write prints it.
 type HistoryReport struct {
-	Service  string
-	Cycles   int
-	Interval time.Duration
-	Servers  []HistoryServer
+	Service string
+	Cycles  int
+	// Truncated: earlier cycles than MaxCycles were left out.
+	Truncated bool
+	Interval  time.Duration
+	Servers   []HistoryServer
 	// BaseRate is the median arrival rate (connections per second, the
 	// service's new connections per interval), Utilisation the
 	// scenario's workload utilisation that gives it.
@@ -147,12 +159,42 @@ func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service 
 	server := map[string]int{}
 	cycleOf := map[int64]int{} // a long history has thousands of cycles
 	diskBound := false
+	// Past 2 × MaxCycles cycles only the latest MaxCycles are kept, and
+	// records before them are passed over: memory stays bounded.
+	var cutoff time.Time
+	keepLatest := func(n int) {
+		order := timeOrder(times)
+		if len(order) <= n {
+			return
+		}
+		drop := len(order) - n
+		keep := order[drop:]
+		cutoff = times[keep[0]]
+		rep.Truncated = true
+		kept := make([]time.Time, len(keep))
+		clear(cycleOf)
+		for k, c := range keep {
+			kept[k] = times[c]
+			cycleOf[kept[k].UnixNano()] = k
+		}
+		for _, col := range cols {
+			col.grow(len(times))
+			col.reorder(keep)
+		}
+		times = kept
+	}
 	err := src(func(r history.Record) {
-		if r.Service != service {
+		if r.Service != service || r.Time.Before(cutoff) {
 			return
 		}
 		c, ok := cycleOf[r.Time.UnixNano()]
 		if !ok {
+			if len(times) >= 2*o.MaxCycles {
+				keepLatest(o.MaxCycles)
+				if r.Time.Before(cutoff) {
+					return
+				}
+			}
 			c = len(times)
 			cycleOf[r.Time.UnixNano()] = c
 			times = append(times, r.Time)
@@ -175,19 +217,17 @@ func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service 
 	if len(times) == 0 {
 		return nil, rep, fmt.Errorf("history: no records of service %q", service)
 	}
-	order := make([]int, len(times)) // cycles in time order: their places in times
-	for c := range order {
-		order[c] = c
-	}
-	slices.SortFunc(order, func(a, b int) int { return times[a].Compare(times[b]) })
+	keepLatest(o.MaxCycles)
+	order := timeOrder(times)
 	sorted := make([]time.Time, len(times))
 	for k, c := range order {
 		sorted[k] = times[c]
 	}
-	times = sorted
 	for _, col := range cols {
+		col.grow(len(times))
 		col.reorder(order)
 	}
+	times = sorted
 	if len(times) < o.MinCycles {
 		return nil, rep, fmt.Errorf("history of %s: %d cycles, need at least %d", service, len(times), o.MinCycles)
 	}
@@ -337,6 +377,10 @@ func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service 
 	slices.SortStableFunc(rep.Events, func(a, b sim.EventSpec) int { return cmp.Compare(a.At, b.At) })
 	sc.Events = slices.Clone(rep.Events)
 
+	if rep.Truncated {
+		rep.Approximations = append(rep.Approximations,
+			fmt.Sprintf("the scenario is built from the latest %d cycles, from %s on; the history's earlier cycles are left out (-max-cycles)", len(times), times[0].UTC().Format(time.RFC3339)))
+	}
 	rep.Approximations = append(rep.Approximations,
 		fmt.Sprintf("the load is a base rate of %.1f/s and %d flash crowds where the rate moved by more than %.0f %% for %d cycles or more; smaller and shorter moves are left out", rep.BaseRate, len(rep.Load), 100*o.Change, o.Hold),
 		fmt.Sprintf("a capacity change is a move of more than %.0f %% lasting %d measured cycles, taken as a speed (or disk_degrade) step at its first cycle; slower drifts and shorter dips are left out", 100*o.Change, o.Hold),
@@ -349,6 +393,16 @@ func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service 
 		return nil, rep, fmt.Errorf("history of %s: the scenario built is not valid: %w", service, err)
 	}
 	return sc, rep, nil
+}
+
+// timeOrder returns the places in times of the cycles in time order.
+func timeOrder(times []time.Time) []int {
+	order := make([]int, len(times))
+	for c := range order {
+		order[c] = c
+	}
+	slices.SortFunc(order, func(a, b int) int { return times[a].Compare(times[b]) })
+	return order
 }
 
 // Cell states of serverColumns: the ones the builder tells apart.
@@ -425,7 +479,9 @@ func (s *serverColumns) grow(n int) {
 }
 
 // reorder puts the cells in the order of order (order[k]: the cell that
-// goes to k), growing the columns to its length with empty cells.
+// goes to k), growing the columns to its length with empty cells; cells
+// order does not name are dropped (the caller grows the columns to every
+// cell order names).
 func (s *serverColumns) reorder(order []int) {
 	s.grow(len(order))
 	s.state = permute(s.state, order)

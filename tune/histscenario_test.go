@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,54 @@ func TestScenarioFromHistoryOrder(t *testing.T) {
 		if !strings.Contains(inOrder, want) {
 			t.Errorf("the report lacks %q:\n%s", want, inOrder)
 		}
+	}
+}
+
+// TestScenarioFromHistoryMaxCycles: past MaxCycles only the latest cycles
+// build the scenario — the same scenario as from those cycles' records
+// alone, whichever order the records come in — and the report says so.
+func TestScenarioFromHistoryMaxCycles(t *testing.T) {
+	const cycles, max = 200, 40
+	recs := synthHistory(cycles, 300, 0.004, 0, []float64{1, 2, 4}, nil,
+		func(i, c int) float64 {
+			if i == 2 && c >= 175 {
+				return 0.5
+			}
+			return 1
+		}, func(int) float64 { return 1 })
+	var reversed []history.Record
+	for c := cycles - 1; c >= 0; c-- {
+		reversed = append(reversed, recs[3*c:3*c+3]...)
+	}
+	build := func(recs []history.Record, max int) (string, HistoryReport) {
+		sc, rep, err := ScenarioFromHistory(recs, testService, HistoryOptions{MaxCycles: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := sim.EncodeScenario(&b, sc); err != nil {
+			t.Fatal(err)
+		}
+		return b.String(), rep
+	}
+	latest, latestRep := build(recs[3*(cycles-max):], 0)
+	inOrder, rep := build(recs, max)
+	backwards, repBack := build(reversed, max)
+	if inOrder != latest || backwards != latest {
+		t.Errorf("from the latest %d cycles alone:\n%s\nfrom all, in order:\n%s\nfrom all, newest first:\n%s", max, latest, inOrder, backwards)
+	}
+	for _, r := range []HistoryReport{rep, repBack} {
+		if r.Cycles != max || !r.Truncated {
+			t.Errorf("report: %d cycles, truncated %v; want %d, true", r.Cycles, r.Truncated, max)
+		}
+		if !slices.ContainsFunc(r.Approximations, func(s string) bool { return strings.Contains(s, "latest 40 cycles, from 2026-12-01T12:13:20Z on") }) {
+			t.Errorf("no approximation names the cut: %q", r.Approximations)
+		}
+	}
+	if latestRep.Truncated {
+		t.Error("40 cycles with the default MaxCycles: reported truncated")
+	}
+	if !strings.Contains(latest, "speed") {
+		t.Errorf("the third server's halving at cycle 175 is not in the scenario:\n%s", latest)
 	}
 }

@@ -183,6 +183,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	service := fs.String("service", "", "with -history: the `SERVICE` to replay, as the history names it (e.g. 192.0.2.10:80/tcp); default: the history's only service")
 	writeScenario := fs.String("write-scenario", "", "with -history: also write the scenario built to `FILE` (TOML that lvs-sim reads)")
 	dryRun := fs.Bool("n", false, "with -history: build and print (and write) the scenario, do not search")
+	maxCycles := fs.Int("max-cycles", tune.DefaultMaxCycles, "with -history: build the scenario from the latest `N` cycles at most (bounds memory; default a day at 5 s)")
 	configPath := fs.String("config", "", "the running configuration `FILE`: the start and the file the block is checked in (default: none; the start is -base's)")
 	basePath := fs.String("base", "", "monitor configuration `FILE` without [[service]] (a sim/variants file) to run the candidates with (default: the simulator's lvs policy)")
 	sched := fs.String("sched", "", "kernel `scheduler` (default: the scenario's first)")
@@ -229,7 +230,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	}
 	var sc *sim.Scenario
 	if *historyPath != "" {
-		if sc, err = scenarioFromHistory(*historyPath, *service, *writeScenario, stdout, stderr); err != nil {
+		if sc, err = scenarioFromHistory(*historyPath, *service, *writeScenario, *maxCycles, stdout, stderr); err != nil {
 			return err
 		}
 		if *dryRun {
@@ -311,7 +312,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 // prints the report and writes the scenario to out when asked. The
 // records are read one at a time and not kept (without -service, a
 // first reading finds the services).
-func scenarioFromHistory(path, service, out string, stdout, stderr io.Writer) (*sim.Scenario, error) {
+func scenarioFromHistory(path, service, out string, maxCycles int, stdout, stderr io.Writer) (*sim.Scenario, error) {
 	reads := 0
 	source := func(f history.Filter) func(fn func(history.Record)) error {
 		return func(fn func(history.Record)) error {
@@ -339,7 +340,7 @@ func scenarioFromHistory(path, service, out string, stdout, stderr io.Writer) (*
 		}
 		service = services[0]
 	}
-	sc, rep, err := tune.ScenarioFromHistorySource(source(history.Filter{Service: service}), service, tune.HistoryOptions{})
+	sc, rep, err := tune.ScenarioFromHistorySource(source(history.Filter{Service: service}), service, tune.HistoryOptions{MaxCycles: maxCycles})
 	if errors.Is(err, errReadHistory) {
 		return nil, err
 	}
