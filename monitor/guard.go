@@ -61,42 +61,31 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	for i := range rows {
 		heldBefore[i] = rows[i].state.Guard.Holding()
 	}
-	suspects := map[netip.AddrPort]struct{}{}
+	// Two passes: every service's check first, so that one read of the
+	// connection table serves every suspect; then the evidence, the
+	// probes and the take-downs, only where there is something to do.
+	var suspects map[netip.AddrPort]struct{}
+	sinks := false
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
 		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
 		m.noteHashing(svc, m.hashed[svc] != "" && m.cfg.Guard.Enabled())
 		for i := range group {
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			if g := group[i].st.Decision.Trace.Guard; g != nil && g.Event == policy.GuardSink {
+				sinks = true
+			}
 			if group[i].state.Guard.Suspect {
+				if suspects == nil {
+					suspects = map[netip.AddrPort]struct{}{}
+				}
 				suspects[group[i].st.Key.Dest] = struct{}{}
 			}
 		}
 	})
 	conns := m.readConns(suspects)
-	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
-		svs := servers(group)
-		if conns != nil {
-			counts, ok := connsOf(svc, group, conns)
-			m.engine.TableEvidence(svs, counts, ok)
-		}
-		sinks := false
-		for i := range group {
-			m.logGuard(group[i].st.Key, &group[i].st.Decision)
-			g := group[i].st.Decision.Trace.Guard
-			if g == nil {
-				continue
-			}
-			switch g.Event {
-			case policy.GuardSink, policy.GuardReset:
-				m.probe(ctx, &group[i]) // only the suspect: a refused connection answers at once
-				sinks = true
-			case policy.GuardUnanswered:
-				sinks = true
-			}
-		}
-		if sinks {
-			m.engine.TakeDownSinks(svs)
-		}
-	})
+	if sinks || conns != nil {
+		forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) { m.takeOut(ctx, svc, group, conns) })
+	}
 	res := m.applyRows(rows)
 	for i := range rows {
 		// Between cycles the metrics hear of a move or a hold that ended
@@ -116,6 +105,39 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 		return res.writes, fmt.Errorf("backlog guard: %w", err)
 	}
 	return res.writes, ctx.Err()
+}
+
+// takeOut acts on a service's dead-looking servers at a backlog check:
+// what the connection table shows of its suspects (conns; nil: not read),
+// then a probe of each sinking or resetting one, then TakeDownSinks.
+func (m *Monitor) takeOut(ctx context.Context, svc ipvs.ServiceKey, group []destRow, conns map[ipvs.ConnKey]ipvs.ConnCounts) {
+	svs := servers(group)
+	if conns != nil {
+		counts, ok := connsOf(svc, group, conns)
+		m.engine.TableEvidence(svs, counts, ok)
+	}
+	act := false
+	for i := range group {
+		g := group[i].st.Decision.Trace.Guard
+		if g == nil {
+			continue
+		}
+		switch g.Event {
+		case policy.GuardSink: // logged at the check
+			m.probe(ctx, &group[i]) // only the suspect: a refused connection answers at once
+			act = true
+		case policy.GuardReset:
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			m.probe(ctx, &group[i])
+			act = true
+		case policy.GuardUnanswered:
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			act = true
+		}
+	}
+	if act {
+		m.engine.TakeDownSinks(svs)
+	}
 }
 
 // logGuard logs what the backlog guard did to a server.
