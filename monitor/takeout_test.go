@@ -3,6 +3,7 @@ package monitor
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"lvs-feedback/ipvs"
 )
@@ -69,5 +70,50 @@ func TestBacklogGuardTakeOut(t *testing.T) {
 	guard(t, m)
 	if w := r.weight(rsC); w != 0 {
 		t.Fatalf("C resets and refuses: weight %d, want 0", w)
+	}
+}
+
+// slowConns is a table whose connection-table reads take delay, as the
+// kernel's do on a director with a huge table.
+type slowConns struct {
+	*ipvs.Mem
+	delay time.Duration
+	reads int
+}
+
+func (s *slowConns) ConnStates(want map[netip.AddrPort]struct{}) (map[ipvs.ConnKey]ipvs.ConnCounts, error) {
+	s.reads++
+	time.Sleep(s.delay)
+	return s.Mem.ConnStates(want)
+}
+
+// TestBacklogGuardConnReadSpaced: a read that takes more than 1/50 of the
+// check period spaces the next by 50 times its duration (a 30 ms read, a
+// 1 s check: none for 1.5 s); a cheap one (5 ms: 250 ms < 1 s) is made at
+// every check that has a suspect.
+func TestBacklogGuardConnReadSpaced(t *testing.T) {
+	for _, tt := range []struct {
+		delay time.Duration
+		want  int
+	}{{30 * time.Millisecond, 1}, {5 * time.Millisecond, 3}} {
+		r, _ := newCapacityRig(t, "")
+		r.cfg.Guard.Check = time.Second
+		setAllCPU(r, 0.5)
+		table := &slowConns{Mem: r.table, delay: tt.delay}
+		store, err := NewFileStore(r.dir)
+		must(t, err)
+		m, err := New(r.cfg, Deps{Table: table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock}, false)
+		must(t, err)
+		must(t, r.table.SetActive(svcKey, rsB, 1, 10))
+		cycle(t, m)
+		guard(t, m)
+		table.reads = 0
+		for _, act := range []int{4, 6, 8} { // B suspect at each: 3 or more active, growing
+			must(t, r.table.SetActive(svcKey, rsB, act, 10))
+			guard(t, m)
+		}
+		if table.reads != tt.want {
+			t.Errorf("reads of %v: %d in three quick checks, want %d", tt.delay, table.reads, tt.want)
+		}
 	}
 }
