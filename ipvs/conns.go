@@ -180,7 +180,8 @@ func ParseConns(r io.Reader, t ConnTimeouts, want map[netip.AddrPort]struct{}) (
 }
 
 // connAddr reads an address and a port of the connection table: an IPv4
-// address as 8 hex digits, or an IPv6 one; the port as hex digits.
+// address as 8 hex digits, or an IPv6 one (bracketed or not); the port as
+// hex digits.
 func connAddr(a, p []byte) (netip.AddrPort, error) {
 	port, err := strconv.ParseUint(string(p), 16, 16)
 	if err != nil {
@@ -194,6 +195,8 @@ func connAddr(a, p []byte) (netip.AddrPort, error) {
 		ip := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 		return netip.AddrPortFrom(ip, uint16(port)), nil
 	}
+	// Some kernels print a destination's IPv6 address in brackets.
+	a = bytes.TrimSuffix(bytes.TrimPrefix(a, []byte("[")), []byte("]"))
 	ip, err := netip.ParseAddr(string(a))
 	if err != nil || !ip.Is6() {
 		return netip.AddrPort{}, fmt.Errorf("address %q: not 8 hex digits nor an IPv6 address", a)

@@ -11,7 +11,7 @@ import (
 // VIP 10.0.1.100:80, real servers 10.1.1.2:80 (slow: established, fresh
 // and old), 10.1.2.2:80 (crashed: reset), 10.1.3.2:80 (hung: handshakes),
 // 10.1.4.2:80 (not asked for), one UDP entry, one persistence template and
-// one IPv6 entry of [2001:db8::2]:80.
+// two IPv6 entries of [2001:db8::2]:80.
 const connText = `Pro FromIP   FPrt ToIP     TPrt DestIP   DPrt State       Expires PEName PEData
 TCP 0A000102 C350 0A000164 0050 0A010102 0050 ESTABLISHED    899
 TCP 0A000102 C351 0A000164 0050 0A010102 0050 ESTABLISHED    900
@@ -30,6 +30,7 @@ TCP 0A000102 C35D 0A000164 0050 0A010402 0050 SYN_RECV        59
 UDP 0A000102 C35E 0A000164 0035 0A010102 0035 UDP            299
 IP  0A000102 0000 0A000164 0050 0A010102 0050 NONE           299
 TCP 2001:0db8:0000:0000:0000:0000:0000:0001 C35F 2001:0db8:0000:0000:0000:0000:0000:0064 0050 2001:0db8:0000:0000:0000:0000:0000:0002 0050 FIN_WAIT   119 
+TCP 2001:0db8:0000:0000:0000:0000:0000:0001 C360 2001:0db8:0000:0000:0000:0000:0000:0064 0050 [2001:0db8:0000:0000:0000:0000:0000:0002] 0050 SYN_RECV    59 
 `
 
 // TestParseConns counts each destination's TCP entries by hand: fresh
@@ -51,8 +52,9 @@ func TestParseConns(t *testing.T) {
 		{TCP, vip, ap("10.1.2.2:80")}: {Resets: 2},
 		// Two handshakes, one old established.
 		{TCP, vip, ap("10.1.3.2:80")}: {Handshakes: 2, Established: 1},
-		// FIN_WAIT 119 of 120: fresh.
-		{TCP, ap("[2001:db8::64]:80"), ap("[2001:db8::2]:80")}: {Progressed: 1},
+		// FIN_WAIT 119 of 120: fresh; a handshake, its destination
+		// bracketed.
+		{TCP, ap("[2001:db8::64]:80"), ap("[2001:db8::2]:80")}: {Handshakes: 1, Progressed: 1},
 	}
 	if len(got) != len(exp) {
 		t.Errorf("got %d keys %+v, want %d", len(got), got, len(exp))
