@@ -118,14 +118,7 @@ func ParseConns(r io.Reader, t ConnTimeouts, want map[netip.AddrPort]struct{}) (
 			continue // UDP, SCTP, persistence templates
 		}
 		var f [9][]byte
-		n := 0
-		for _, w := range bytes.Fields(b) {
-			if n == len(f) {
-				break
-			}
-			f[n] = w
-			n++
-		}
+		n := fields(b, f[:])
 		if n < 9 {
 			return nil, fmt.Errorf("connection table line %d: %d fields, want at least 9", line, n)
 		}
@@ -177,6 +170,27 @@ func ParseConns(r io.Reader, t ConnTimeouts, want map[netip.AddrPort]struct{}) (
 		return nil, fmt.Errorf("connection table: %w", err)
 	}
 	return out, nil
+}
+
+// fields splits b at spaces into f, as many as fit, without allocating: a
+// busy director's table has a line per connection. It returns how many.
+func fields(b []byte, f [][]byte) int {
+	n := 0
+	for n < len(f) {
+		for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+			b = b[1:]
+		}
+		if len(b) == 0 {
+			break
+		}
+		end := 0
+		for end < len(b) && b[end] != ' ' && b[end] != '\t' {
+			end++
+		}
+		f[n], b = b[:end], b[end:]
+		n++
+	}
+	return n
 }
 
 // connAddr reads an address and a port of the connection table: an IPv4
