@@ -8,7 +8,9 @@
 // docs/ipvs.md). Kernel is Linux-only.
 //
 // The package must not decide weights, hold policy, or know about agents: it
-// reads services and destinations and writes destinations' weights.
+// reads services and destinations and writes destinations' weights. An
+// optional ConnReader (both implementations) counts the kernel's connection
+// table's entries per destination.
 package ipvs
 
 import (

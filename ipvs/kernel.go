@@ -25,6 +25,9 @@ import (
 type Kernel struct {
 	mu sync.Mutex
 	h  *mobyipvs.Handle // nil once closed
+	// netns is the namespace's path, "" for the caller's: the connection
+	// table is read from /proc/net only in the caller's (ConnStates).
+	netns string
 }
 
 var _ Admin = (*Kernel)(nil)
@@ -54,7 +57,7 @@ func OpenKernel(netnsPath string) (*Kernel, error) {
 		h.Close()
 		return nil, kernelErr(fmt.Sprintf("open IPVS in %s: list services", where), err)
 	}
-	return &Kernel{h: h}, nil
+	return &Kernel{h: h, netns: netnsPath}, nil
 }
 
 // checkIPVSFamily asks the generic netlink controller of the namespace at

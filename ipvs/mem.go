@@ -20,6 +20,10 @@ type Mem struct {
 	mu    sync.Mutex
 	order []ServiceKey
 	svcs  map[ServiceKey]*memService
+	// conns is the connection table's counts (SetConnCounts), connReads
+	// how many times ConnStates read them.
+	conns     map[ConnKey]ConnCounts
+	connReads int
 }
 
 type memService struct {

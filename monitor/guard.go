@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"time"
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
@@ -59,21 +61,31 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	for i := range rows {
 		heldBefore[i] = rows[i].state.Guard.Holding()
 	}
+	// Two passes: every service's check first, so that one read of the
+	// connection table serves every suspect; then the evidence, the
+	// probes and the take-downs, only where there is something to do.
+	var suspects map[netip.AddrPort]struct{}
+	sinks := false
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
 		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
 		m.noteHashing(svc, m.hashed[svc] != "" && m.cfg.Guard.Enabled())
-		sinks := false
 		for i := range group {
 			m.logGuard(group[i].st.Key, &group[i].st.Decision)
 			if g := group[i].st.Decision.Trace.Guard; g != nil && g.Event == policy.GuardSink {
-				m.probe(ctx, &group[i]) // only the suspect: a refused connection answers at once
 				sinks = true
 			}
-		}
-		if sinks {
-			m.engine.TakeDownSinks(servers(group))
+			if group[i].state.Guard.Suspect {
+				if suspects == nil {
+					suspects = map[netip.AddrPort]struct{}{}
+				}
+				suspects[group[i].st.Key.Dest] = struct{}{}
+			}
 		}
 	})
+	conns := m.readConns(suspects)
+	if sinks || conns != nil {
+		forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) { m.takeOut(ctx, svc, group, conns) })
+	}
 	res := m.applyRows(rows)
 	for i := range rows {
 		// Between cycles the metrics hear of a move or a hold that ended
@@ -95,6 +107,39 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	return res.writes, ctx.Err()
 }
 
+// takeOut acts on a service's dead-looking servers at a backlog check:
+// what the connection table shows of its suspects (conns; nil: not read),
+// then a probe of each sinking or resetting one, then TakeDownSinks.
+func (m *Monitor) takeOut(ctx context.Context, svc ipvs.ServiceKey, group []destRow, conns map[ipvs.ConnKey]ipvs.ConnCounts) {
+	svs := servers(group)
+	if conns != nil {
+		counts, ok := connsOf(svc, group, conns)
+		m.engine.TableEvidence(svs, counts, ok)
+	}
+	act := false
+	for i := range group {
+		g := group[i].st.Decision.Trace.Guard
+		if g == nil {
+			continue
+		}
+		switch g.Event {
+		case policy.GuardSink: // logged at the check
+			m.probe(ctx, &group[i]) // only the suspect: a refused connection answers at once
+			act = true
+		case policy.GuardReset:
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			m.probe(ctx, &group[i])
+			act = true
+		case policy.GuardUnanswered:
+			m.logGuard(group[i].st.Key, &group[i].st.Decision)
+			act = true
+		}
+	}
+	if act {
+		m.engine.TakeDownSinks(svs)
+	}
+}
+
 // logGuard logs what the backlog guard did to a server.
 func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 	g := d.Trace.Guard
@@ -110,8 +155,90 @@ func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 	case policy.GuardSink:
 		m.log.Info("backlog guard: no established connection while its connections end: probed now", "service", key.Service, "server", key.Dest,
 			"weight", d.Before, "ended", g.Ended, "median", round3(g.Median))
+	case policy.GuardReset:
+		m.log.Info("backlog guard: its new connections are reset: probed now", "service", key.Service, "server", key.Dest,
+			"weight", d.Before, "reset", g.Conns.Resets, "progressed", g.Conns.Progressed)
+	case policy.GuardUnanswered:
+		m.log.Info("backlog guard: its connections never complete their handshake", "service", key.Service, "server", key.Dest,
+			"weight", d.Before, "handshakes", g.Conns.Handshakes, "established", g.Conns.Established)
 	case policy.GuardKept:
 		m.log.Debug("backlog guard: holds the weight", "service", key.Service, "server", key.Dest,
 			"held", g.Held, "controller", g.Controller)
 	}
+}
+
+// connBudget spaces the guard's reads of the connection table: the kernel
+// walks every connection of the director for one, so after a read that
+// took d the next waits connSpacing·d — at most 1/connSpacing of the
+// time goes to it, whatever the table's size.
+type connBudget struct {
+	next time.Time
+}
+
+const connSpacing = 50
+
+// readConns reads the connection table's entries of the suspect
+// destinations, or returns nil: none suspect, a table that cannot read
+// them (another namespace, an old kernel), a failed read (logged once) or
+// a read too soon after an expensive one.
+func (m *Monitor) readConns(suspects map[netip.AddrPort]struct{}) map[ipvs.ConnKey]ipvs.ConnCounts {
+	if len(suspects) == 0 {
+		return nil
+	}
+	r, ok := m.deps.Table.(ipvs.ConnReader)
+	if !ok {
+		return nil
+	}
+	now := time.Now() // the cost of the read itself, not the monitor's clock
+	if now.Before(m.conns.next) {
+		m.deps.Metrics.connRead("spaced")
+		return nil
+	}
+	conns, err := r.ConnStates(suspects)
+	m.conns.next = time.Time{}
+	// A read that costs under 1/connSpacing of a check period needs no
+	// spacing: the guard reads at most once a check.
+	if gap := connSpacing * time.Since(now); gap > m.cfg.Guard.Check {
+		m.conns.next = now.Add(gap)
+	}
+	if err != nil {
+		m.deps.Metrics.connRead("error")
+		m.noteOnce("guard-conns", slog.LevelWarn, "backlog guard: cannot read the connection table; dead servers wait for the cycles' probes", "error", err)
+		return nil
+	}
+	m.deps.Metrics.connRead("ok")
+	return conns
+}
+
+// connsOf lays out the connection table's counts for a service's rows
+// (ok false where the row was not read). A firewall-mark service's
+// connections carry the address each client reached, not the service's:
+// they are summed over every address.
+func connsOf(svc ipvs.ServiceKey, group []destRow, conns map[ipvs.ConnKey]ipvs.ConnCounts) ([]ipvs.ConnCounts, []bool) {
+	counts, ok := make([]ipvs.ConnCounts, len(group)), make([]bool, len(group))
+	for i := range group {
+		if !group[i].state.Guard.Suspect {
+			continue
+		}
+		dest := group[i].st.Key.Dest
+		switch {
+		case svc.IsFWMark():
+			for k, c := range conns {
+				if k.Dest == dest && k.Protocol == ipvs.TCP {
+					counts[i] = addCounts(counts[i], c)
+				}
+			}
+		case svc.Protocol == ipvs.TCP:
+			counts[i] = conns[ipvs.ConnKey{Protocol: ipvs.TCP, VAddr: svc.Addr, Dest: dest}]
+		default:
+			continue // only TCP has states to read
+		}
+		ok[i] = true
+	}
+	return counts, ok
+}
+
+func addCounts(a, b ipvs.ConnCounts) ipvs.ConnCounts {
+	return ipvs.ConnCounts{Handshakes: a.Handshakes + b.Handshakes, Established: a.Established + b.Established,
+		Progressed: a.Progressed + b.Progressed, Resets: a.Resets + b.Resets}
 }

@@ -242,6 +242,10 @@ func guardEventName(e policy.GuardEvent) string {
 		return "dropped"
 	case policy.GuardSink:
 		return "sink"
+	case policy.GuardReset:
+		return "reset"
+	case policy.GuardUnanswered:
+		return "unanswered"
 	}
 	return fmt.Sprintf("event %d", e)
 }

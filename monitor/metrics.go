@@ -32,6 +32,7 @@ type Metrics struct {
 	guardCuts       *prometheus.CounterVec
 	guardRaises     *prometheus.CounterVec
 	backlogHeld     *prometheus.GaugeVec
+	connReads       *prometheus.CounterVec
 	frozen          *prometheus.GaugeVec
 	cycleSeconds    prometheus.Histogram
 	syncWriter      prometheus.Gauge
@@ -101,6 +102,7 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 		guardCuts:       c("backlog_guard_cuts_total", "Weights cut by the backlog guard between cycles (also counted in kernel_writes_total).", dest...),
 		guardRaises:     c("backlog_guard_raises_total", "Weights raised by the backlog guard between cycles: servers far below their share of active connections while their service's backlog grew (also counted in kernel_writes_total).", dest...),
 		backlogHeld:     g("server_backlog_held", "1 while the backlog guard holds the real server's weight (cut or raised).", dest...),
+		connReads:       c("backlog_guard_conn_reads_total", "Reads of the kernel's connection table by the backlog guard, for servers whose counters looked dead, by result: ok, error, or spaced (skipped after an expensive read).", "result"),
 		writeErrors:     c("kernel_write_errors_total", "Weight writes not made: changed_by_other, vanished or other.", "reason"),
 		syncUnreachable: g("sync_peer_unreachable", "1 when no sync message reached the peer director for three intervals.", "peer"),
 		syncFrames:      c("sync_frames_received_total", "Sync frames received from other directors, by result: accepted or the rejection reason.", "result"),
@@ -261,6 +263,14 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 // guardChanged records what a backlog check between cycles did to one
 // server (a cycle's report carries its own): a write — a cut or a raise,
 // which hold the server (gs after it) — and whether it is held now.
+// connRead counts one read (or skipped read) of the connection table.
+func (x *Metrics) connRead(result string) {
+	if x == nil {
+		return
+	}
+	x.connReads.WithLabelValues(result).Inc()
+}
+
 func (x *Metrics) guardChanged(k DestKey, wrote bool, gs policy.GuardState) {
 	if x == nil {
 		return

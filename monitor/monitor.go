@@ -65,6 +65,7 @@ type Monitor struct {
 	// hashed: the services under a hashing scheduler at the last cycle
 	// (the backlog guard leaves them alone), with the scheduler's name
 	hashed  map[ipvs.ServiceKey]string
+	conns   connBudget // when the guard may read the connection table again
 	started time.Time
 	nodeExp *nodeexp.Client // scrapes the servers whose source is node_exporter
 

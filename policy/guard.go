@@ -151,6 +151,10 @@ type GuardState struct {
 	// Level is the active connections per unit of weight the server
 	// usually holds at cycles. It outlives a hold.
 	Level Level
+	// Suspect: at this check the server's counters looked like a dead
+	// server's (Suspect): the monitor reads its entries in the connection
+	// table (TableEvidence).
+	Suspect bool
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -262,6 +266,13 @@ const (
 	GuardReleased            // the hold ended
 	GuardDropped             // the hold ended because the server left rotation
 	GuardSink                // the server looks dead (Sinking): probed now (TakeDownSinks)
+	// GuardReset: the connection table shows the server's new connections
+	// reset (Refusing): probed now (TakeDownSinks).
+	GuardReset
+	// GuardUnanswered: the connection table shows the server's new
+	// connections never complete their handshake (Unanswered): down at
+	// once (TakeDownSinks), no probe can tell more.
+	GuardUnanswered
 )
 
 // GuardTrace is the backlog guard's part of a decision.
@@ -281,7 +292,10 @@ type GuardTrace struct {
 	Controller      int
 	// Ended: GuardSink, the server's inactive connections' growth since
 	// the previous check.
-	Ended     int
+	Ended int
+	// Conns: GuardReset and GuardUnanswered, what the connection table
+	// showed of the server.
+	Conns     ipvs.ConnCounts
 	DroppedAs Ownership // GuardDropped: the state the server left for
 }
 
@@ -299,33 +313,130 @@ func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
 }
 
 // TakeDownSinks acts on the probes the monitor made, between cycles, of
-// the servers a backlog check found sinking (GuardSink): one that refused
-// (not a timeout: a refused or reset connection is the server's own
-// answer) is marked down at once, as the next cycle's availability rule
-// would; one that answered or timed out is left to the cycles. As in a
-// cycle, when more than freeze_share of the service's servers that are not
-// drained refuse at once nothing is done: the director is more likely cut
-// off than they are all dead. It returns how many it marked down.
+// the servers a backlog check found sinking (GuardSink) or resetting their
+// connections (GuardReset), and on the connection table's evidence
+// (GuardUnanswered): one that refused a probe (not a timeout: a refused or
+// reset connection is the server's own answer) is marked down at once, as
+// the next cycle's availability rule would, and so is one whose
+// connections never complete their handshake; one that answered or timed
+// out is left to the cycles. As in a cycle, when more than freeze_share of
+// the service's servers that are not drained would go at once nothing is
+// done: the director is more likely cut off than they are all dead. It
+// returns how many it marked down.
 func (e *Engine) TakeDownSinks(servers []Server) int {
-	var refusing []Server
+	var out []Server
 	eligible := 0
 	for _, sv := range servers {
 		o := sv.Obs
 		if o.Record.State != DrainedByOperator {
 			eligible++
 		}
-		if g := sv.Out.Trace.Guard; g != nil && g.Event == GuardSink && o.Probed && o.ProbeErr != nil && !o.ProbeTimedOut && o.Record.State == Managed {
-			refusing = append(refusing, sv)
+		g := sv.Out.Trace.Guard
+		if g == nil || o.Record.State != Managed {
+			continue
+		}
+		refused := (g.Event == GuardSink || g.Event == GuardReset) && o.Probed && o.ProbeErr != nil && !o.ProbeTimedOut
+		if refused || g.Event == GuardUnanswered {
+			out = append(out, sv)
 		}
 	}
-	if len(refusing) == 0 || ShouldFreeze(len(refusing), eligible, e.p.Availability.FreezeShare) {
+	if len(out) == 0 || ShouldFreeze(len(out), eligible, e.p.Availability.FreezeShare) {
 		return 0
 	}
-	for _, sv := range refusing {
+	for _, sv := range out {
+		g := sv.Out.Trace.Guard
 		sv.State.Fails, sv.State.Passes = sv.State.Fails+1, 0
-		markDown(sv.Obs, sv.Out, fmt.Sprintf("refused a probe at a backlog check, after %d of its connections ended with none established: %v", sv.Out.Trace.Guard.Ended, sv.Obs.ProbeErr))
+		var why string
+		switch g.Event {
+		case GuardSink:
+			why = fmt.Sprintf("refused a probe at a backlog check, after %d of its connections ended with none established: %v", g.Ended, sv.Obs.ProbeErr)
+		case GuardReset:
+			why = fmt.Sprintf("refused a probe at a backlog check, after %d of its connections were reset within two seconds: %v", g.Conns.Resets, sv.Obs.ProbeErr)
+		default:
+			why = fmt.Sprintf("its connections never complete: %d unanswered handshakes, %d established, %d with a packet within a second", g.Conns.Handshakes, g.Conns.Established, g.Conns.Progressed)
+		}
+		markDown(sv.Obs, sv.Out, why)
 	}
-	return len(refusing)
+	return len(out)
+}
+
+// handshakeMin is the fewest of a server's connections that must wait for
+// their handshake for the connection table to show it unanswered: one or
+// two can be handshakes caught in flight. resetMin is the fewest resets
+// that make the monitor probe it: a probe confirms, so one more than a
+// single client's reset is enough.
+const handshakeMin, resetMin = 3, 2
+
+// Suspect reports whether a server's counters at a check, against the
+// previous check's, look like a dead server's, so that its entries in the
+// connection table are worth reading: none active while its inactive
+// count moves (a server that resets every connection holds none active,
+// and under wrr its resets, lingering 10 s, replace its closed
+// connections' 120 s one for one, so the inactive count hardly grows:
+// Sinking cannot see it), or at least handshakeMin active and growing (the
+// kernel counts a connection waiting for the server's handshake as
+// active). A busy server with short connections, or a slow one, is
+// suspect too: only the table tells them apart, and prevChecked is false
+// at a first reading.
+func Suspect(active, prevActive, inactive, prevInactive int, prevChecked bool) bool {
+	return prevChecked && active == 0 && inactive != prevInactive || active >= handshakeMin && active > prevActive
+}
+
+// Refusing reports whether a server's entries in the connection table
+// show it refusing: at least resetMin of its connections reset within the
+// last two seconds. A client can reset too; the monitor probes the server
+// before it takes it down (TakeDownSinks).
+func Refusing(c ipvs.ConnCounts) bool { return c.Resets >= resetMin }
+
+// Unanswered reports whether a server's entries in the connection table
+// show that its connections never complete: at least handshakeMin waiting
+// for their handshake, more than it holds established, and more than its
+// entries past the handshake that saw a packet within the last second.
+// Under NAT the director sees the server's answers, so that is a server
+// that answers nobody — or answers the director's probes but not the
+// clients (a lost route back): a probe cannot tell. Not "none progressed":
+// the clients of connections caught open by the failure retransmit into
+// them (data, a FIN) with backoff for minutes, and each retransmission
+// makes an entry fresh again; a healthy server closes about as many
+// connections a second as it opens, and holds a connection in its
+// handshake only for a client's round trip, so its fresh entries far
+// outnumber its handshakes. A slow server completes its handshakes (the
+// kernel answers them) and holds many established connections: never
+// unanswered, however many it holds.
+func Unanswered(c ipvs.ConnCounts) bool {
+	return c.Handshakes >= handshakeMin && c.Handshakes > c.Established && c.Handshakes > c.Progressed
+}
+
+// TableEvidence takes, for a service's servers that were suspect at this
+// check (GuardState.Suspect), what the connection table shows of them
+// (conns, in the order of servers; ok false: not read): a server whose
+// connections never complete gets a GuardUnanswered trace, one that resets
+// them a GuardReset trace (unless a check already found it sinking); the
+// monitor then probes the resetting ones and calls TakeDownSinks.
+func (e *Engine) TableEvidence(servers []Server, conns []ipvs.ConnCounts, ok []bool) {
+	for i, sv := range servers {
+		if !ok[i] || !sv.State.Guard.Suspect || sv.Obs.Record.State != Managed || sv.Obs.Kernel <= 0 {
+			continue
+		}
+		var ev GuardEvent
+		switch c := conns[i]; {
+		case Unanswered(c):
+			ev = GuardUnanswered
+		case Refusing(c):
+			ev = GuardReset
+		default:
+			continue
+		}
+		tr := GuardTrace{}
+		if g := sv.Out.Trace.Guard; g != nil {
+			if g.Event == GuardSink && ev == GuardReset {
+				continue // probed for it already
+			}
+			tr = *g
+		}
+		tr.Event, tr.Active, tr.Conns = ev, sv.Obs.ActiveConns, conns[i]
+		sv.Out.Trace.Guard = &tr
+	}
 }
 
 // medianPerWeight is the median of active connections per unit of weight
@@ -385,6 +496,8 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		o, gs, d := sv.Obs, &sv.State.Guard, sv.Out
 		tr := GuardTrace{Median: med}
 		leaving := d.Write && d.Record.State != Managed
+		suspect := on && !inCycle && o.Record.State == Managed && o.Kernel > 0 && !leaving &&
+			Suspect(o.ActiveConns, gs.PrevActive, o.InactiveConns, gs.PrevInactive, gs.Checked)
 		switch {
 		case o.Record.State != Managed || o.Kernel <= 0 || leaving:
 			if gs.Holding() {
@@ -396,6 +509,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		default:
 			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on)
 		}
+		gs.Suspect = suspect
 		if tr.Event != GuardNone || gs.Holding() {
 			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
 			kept := tr // only these escape to the heap

@@ -71,11 +71,11 @@ dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'
 [ -x /usr/sbin/depmod ] || [ -x /sbin/depmod ] || need+=(kmod)
 [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || [ -x /usr/bin/ip ] || need+=(iproute2)
 command -v cpio >/dev/null || need+=(cpio)
-# keepalived only for a list that runs it (e2e-keepalived.sh): its libraries
+# keepalived only for a list that runs it (e2e-keepalived.sh, e2e-takeout.sh): its libraries
 # add megabytes to the initramfs every other run would unpack for nothing.
 want_keepalived=0
 for list in "${lists[@]}"; do
-	[ -r "$list" ] && grep -v '^[[:space:]]*#' "$list" | grep -q keepalived && want_keepalived=1
+	[ -r "$list" ] && grep -v '^[[:space:]]*#' "$list" | grep -qE "keepalived|e2e-takeout" && want_keepalived=1
 done
 if [ "$want_keepalived" = 1 ] && ! [ -x /usr/sbin/keepalived ] && ! command -v keepalived >/dev/null; then
 	need+=(keepalived)

@@ -1,0 +1,119 @@
+package monitor
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"lvs-feedback/ipvs"
+)
+
+// TestBacklogGuardTakeOut: the backlog check reads the connection table
+// only when a server's counters point at it, and takes out, between
+// cycles, a server whose connections are reset (under wrr: its inactive
+// count hardly moves, Sinking cannot see it; the probe is refused) and one
+// whose connections never complete their handshake (no probe: it would
+// answer, the server answering only the director). A slow server, read
+// too, keeps its weight.
+func TestBacklogGuardTakeOut(t *testing.T) {
+	r, m := newCapacityRig(t, "")
+	setAllCPU(r, 0.5)
+	vip := svcKey.Addr
+	conns := func(rs netip.AddrPort, c ipvs.ConnCounts) {
+		r.table.SetConnCounts(ipvs.ConnKey{Protocol: ipvs.TCP, VAddr: vip, Dest: rs}, c)
+	}
+	setConns := func(a, ia, b, ib, c, ic int) {
+		t.Helper()
+		must(t, r.table.SetActive(svcKey, rsA, a, ia))
+		must(t, r.table.SetActive(svcKey, rsB, b, ib))
+		must(t, r.table.SetActive(svcKey, rsC, c, ic))
+	}
+	setConns(1, 1200, 1, 1200, 1, 1200)
+	cycle(t, m)
+	guard(t, m)
+	guard(t, m)
+	if n := r.table.ConnReads(); n != 0 {
+		t.Fatalf("nothing suspect: the connection table read %d times", n)
+	}
+
+	// A slow B: active 1 → 12 → 30, its connections established.
+	conns(rsB, ipvs.ConnCounts{Handshakes: 1, Established: 30, Progressed: 2})
+	for _, act := range []int{12, 30} {
+		setConns(1, 1200, act, 1200, 1, 1200)
+		guard(t, m)
+		if w := r.weight(rsB); w == 0 {
+			t.Fatalf("slow B at %d active: weight 0", act)
+		}
+	}
+	if n := r.table.ConnReads(); n != 2 {
+		t.Fatalf("slow B, growing at two checks: %d reads, want 2", n)
+	}
+
+	// B answers nobody: its handshakes pile up (active 30 → 40).
+	conns(rsB, ipvs.ConnCounts{Handshakes: 10, Established: 2})
+	setConns(1, 1200, 40, 1200, 1, 1200)
+	guard(t, m)
+	if w := r.weight(rsB); w != 0 {
+		t.Fatalf("B's handshakes unanswered: weight %d, want 0", w)
+	}
+	if w := r.weight(rsA); w != 10 {
+		t.Errorf("A: weight %d, want 10", w)
+	}
+
+	// C crashes under wrr: none active, inactive 1200 → 1195 (its resets
+	// replace its closed connections), 8 resets; the probe is refused.
+	conns(rsC, ipvs.ConnCounts{Resets: 8})
+	r.prober.mu.Lock()
+	r.prober.down[rsC] = true
+	r.prober.mu.Unlock()
+	setConns(1, 1200, 0, 0, 0, 1195)
+	guard(t, m)
+	if w := r.weight(rsC); w != 0 {
+		t.Fatalf("C resets and refuses: weight %d, want 0", w)
+	}
+}
+
+// slowConns is a table whose connection-table reads take delay, as the
+// kernel's do on a director with a huge table.
+type slowConns struct {
+	*ipvs.Mem
+	delay time.Duration
+	reads int
+}
+
+func (s *slowConns) ConnStates(want map[netip.AddrPort]struct{}) (map[ipvs.ConnKey]ipvs.ConnCounts, error) {
+	s.reads++
+	time.Sleep(s.delay)
+	return s.Mem.ConnStates(want)
+}
+
+// TestBacklogGuardConnReadSpaced: a read that takes more than 1/50 of the
+// check period spaces the next by 50 times its duration (a 30 ms read, a
+// 1 s check: none for 1.5 s); a cheap one (5 ms: 250 ms < 1 s) is made at
+// every check that has a suspect.
+func TestBacklogGuardConnReadSpaced(t *testing.T) {
+	for _, tt := range []struct {
+		delay time.Duration
+		want  int
+	}{{30 * time.Millisecond, 1}, {5 * time.Millisecond, 3}} {
+		r, _ := newCapacityRig(t, "")
+		r.cfg.Guard.Check = time.Second
+		setAllCPU(r, 0.5)
+		table := &slowConns{Mem: r.table, delay: tt.delay}
+		store, err := NewFileStore(r.dir)
+		must(t, err)
+		m, err := New(r.cfg, Deps{Table: table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock}, false)
+		must(t, err)
+		must(t, r.table.SetActive(svcKey, rsB, 1, 10))
+		cycle(t, m)
+		guard(t, m)
+		table.reads = 0
+		for _, act := range []int{4, 6, 8} { // B suspect at each: 3 or more active, growing
+			must(t, r.table.SetActive(svcKey, rsB, act, 10))
+			guard(t, m)
+		}
+		if table.reads != tt.want {
+			t.Errorf("reads of %v: %d in three quick checks, want %d", tt.delay, table.reads, tt.want)
+		}
+	}
+}
