@@ -16,7 +16,7 @@
 # or missing result marker.
 #
 # Environment (all optional):
-#   VMTEST_TIMEOUT=720       hard limit for the whole VM run, seconds (1200 busy)
+#   VMTEST_TIMEOUT=1000      hard limit for the whole VM run, seconds (1500 busy)
 #   VMTEST_TEST_TIMEOUT=200  limit for one guest test, seconds (400 busy)
 #   VMTEST_MEM=1024 VMTEST_SMP=2
 #   VMTEST_ACCEL=tcg|kvm     default tcg (this machine's nested KVM fails)
@@ -39,10 +39,10 @@ out=${VMTEST_OUT:-$here/out}
 # test up to 150 s instead of 60, so higher limits unless they are given
 # (docs/testing-kernel.md, "A busy host").
 if [ "${VMTEST_BUSY:-0}" = 1 ]; then
-	vm_timeout=${VMTEST_TIMEOUT:-1200}
+	vm_timeout=${VMTEST_TIMEOUT:-1500}
 	test_timeout=${VMTEST_TEST_TIMEOUT:-400}
 else
-	vm_timeout=${VMTEST_TIMEOUT:-720}
+	vm_timeout=${VMTEST_TIMEOUT:-1000}
 	test_timeout=${VMTEST_TEST_TIMEOUT:-200}
 fi
 mem=${VMTEST_MEM:-1024}

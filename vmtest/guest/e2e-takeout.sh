@@ -194,7 +194,7 @@ while [ "$trial" -le "$TRIALS" ]; do
 	run ip -n rs3 route del default
 	run ip -n rs3 route add blackhole "$(topo_rs_gw 3)/32"
 	t0=$(up)
-	take_out "c.wrr-hung" 3 5 yes
+	take_out "c.wrr-hung" 3 6 yes
 	echo "$(mon_zero 3)" | grep -q 'reason="its connections never complete' || fail "c: rs3 went to 0 for another reason: $(mon_zero 3)"
 	run ip -n rs3 route del blackhole "$(topo_rs_gw 3)/32"
 	run ip -n rs3 route add default via "$(topo_rs_gw 3)"
@@ -206,7 +206,7 @@ while [ "$trial" -le "$TRIALS" ]; do
 	why="its connections never complete"
 	run ip -n rs4 route del default
 	t0=$(up)
-	take_out "d.wrr-director-only" 4 5 no
+	take_out "d.wrr-director-only" 4 6 no
 	sleep 3
 	[ -z "$(ka_fail 4)" ] || fail "d: keepalived's check of rs4 failed: its route to the director is intact"
 	run ip -n rs4 route add default via "$(topo_rs_gw 4)"
