@@ -2,13 +2,19 @@
 // (policy.Coefficients, the [coefficients] of lvs-monitor) from evidence,
 // by two methods:
 //
-//   - Regress: non-negative least squares with the coefficients summing
-//     to 1, of an outcome the inputs do not contain (the next cycle's
-//     active connections per unit of weight, relative to the service) on
-//     the six inputs of the cycle before, from the recorder's history
-//     records; the last part of the time is held out to measure the error
-//     (regress.go, nnls.go). RegressSource and Sampler do it on records
-//     streamed from the files, keeping sums, not samples (sampler.go).
+//   - Regress: stepwise selection by partial F-tests (seed 003's method)
+//     among the inputs the configured controller reads (ControllerReads),
+//     then least squares under non-negativity with the coefficients
+//     summing to 1, of an outcome the inputs do not contain (the next
+//     cycle's active connections per unit of weight, relative to the
+//     service) on the inputs of the cycle before, from the recorder's
+//     history records; the last part of the time is held out and the
+//     fit's errors there are compared, pair by pair, with the running
+//     coefficients' and a constant's (regress.go, stepwise.go, nnls.go).
+//     Proposal and Verdict turn a fit into a block or a verdict to keep
+//     the running coefficients. RegressSource and Sampler do it on
+//     records streamed from the files, keeping sums, not samples
+//     (sampler.go).
 //   - Search: a genetic search over coefficient vectors, each scored by
 //     the simulator running the real monitor on a scenario, against the
 //     ideal-weights counterfactual, on training seeds, reported on

@@ -106,35 +106,60 @@ func SamplesFromHistory(recs []history.Record) []Sample {
 
 // Fit is the result of Regress.
 type Fit struct {
+	// Significance is the level of the F-tests and of the held-out
+	// comparisons; Candidates the figures the selection could use (the
+	// ones the configured controller reads), Selected the ones it kept.
+	Significance float64
+	Candidates   [6]bool
+	Selected     [6]bool
+	// Steps are the selection's entries and removals, in order.
+	Steps []Step
 	// Coefficients are the fitted coefficients on the inputs' own scale
-	// (what the configuration takes): non-negative, summing to 1.
+	// (what the configuration takes): non-negative, summing to 1, 0 for
+	// a figure not selected; all 0 when none was.
 	Coefficients Vector
 	// Standardised are the coefficients on inputs scaled to unit standard
 	// deviation, normalised to sum to 1: how much of the predicted spread
 	// of the outcome each figure carries. A figure that did not vary
 	// (Constant: standard deviation below MinSpread) has 0 in both.
-	Standardised Vector
 	Constant     [6]bool
-	// F is each figure's partial F statistic on the training time: how
-	// much the residual sum of squares grows when the figure is left out,
-	// against the residual variance. Above about 4 (5 % level for large
-	// samples) the figure matters.
-	F Vector
+	Standardised Vector
+	// F is each candidate's partial F statistic on the training time
+	// against the selected model: for a selected figure, how much the
+	// residual sum of squares grows when it is left out; for one not
+	// selected, how much it shrinks when it is added; against the
+	// residual variance. FCritical is the F(1, n−k−1) quantile at the
+	// significance that F was compared with.
+	F, FCritical Vector
 	// The outcome is predicted as Intercept + Scale·Σ coefficient·input.
 	Scale, Intercept float64
 	// Train and Held are the numbers of samples fitted and held out.
 	Train, Held int
 	// HeldRMSE is the root mean square error on the held-out time;
-	// HeldRelative is that divided by the error of predicting the
-	// training mean (1: no better than a constant).
-	HeldRMSE, HeldRelative float64
-	// RunningRMSE is the held-out error of the running coefficients
-	// (with their own scale and intercept fitted on the training time).
+	// ConstantRMSE that of predicting the training mean, HeldRelative
+	// their ratio (1: no better than a constant).
+	HeldRMSE, ConstantRMSE, HeldRelative float64
+	// RunningRMSE is the held-out error of the running coefficients of
+	// the candidate figures (with their own scale and intercept fitted
+	// on the training time).
 	RunningRMSE float64
+	// VsRunning and VsConstant compare the fit's held-out squared errors
+	// with the running coefficients' and the constant's, paired.
+	VsRunning, VsConstant Comparison
 	// Gain is 1 − HeldRMSE/RunningRMSE over each of GainBlocks
 	// consecutive stretches of the held-out time: mean and standard
 	// deviation. Positive: the fit predicts the outcome better.
 	GainMean, GainSD float64
+}
+
+// RegressOptions are Regress's settings.
+type RegressOptions struct {
+	// Significance is the level of the F-tests and of the held-out
+	// comparisons, in (0, 0.5]; 0 means DefaultSignificance.
+	Significance float64
+	// Candidates are the figures the selection may use, normally
+	// ControllerReads(controller).Inputs; none set means all six.
+	Candidates [6]bool
 }
 
 // MinSpread is the standard deviation over the training time below which
@@ -151,34 +176,52 @@ const GainBlocks = 5
 
 // Regress fits the coefficients to the samples (in time order, as
 // SamplesFromHistory returns them); see RegressSource.
-func Regress(samples []Sample, running Vector) (Fit, error) {
+func Regress(samples []Sample, running Vector, opts RegressOptions) (Fit, error) {
 	return RegressSource(func(fn func(Sample)) error {
 		for _, s := range samples {
 			fn(s)
 		}
 		return nil
-	}, running)
+	}, running, opts)
 }
 
 // A SampleSource calls fn with every sample, in time order, each time it
-// is called; RegressSource calls it twice.
+// is called; RegressSource calls it three times.
 type SampleSource func(fn func(Sample)) error
 
-// RegressSource fits the coefficients to the samples of src: non-negative
-// least squares of the outcome on the standardised inputs of the first
-// 1 − HeldOutShare of the time, normalised to sum to 1; the rest is held
-// out to measure the error, of the fit and of the running coefficients.
+// RegressSource fits the coefficients to the samples of src: on the
+// standardised inputs of the first 1 − HeldOutShare of the time, the
+// figures are selected stepwise by partial F-tests at the significance
+// (stepwise), among the candidates; the selected ones are fitted by
+// least squares under non-negativity and normalised to sum to 1. The
+// rest of the time is held out to measure the error of the fit, of the
+// running coefficients (those of the candidates) and of a constant, and
+// to compare them pair by pair (Comparison).
+//
 // It keeps no sample: the first reading counts the samples of each cycle
 // time (to place the split), the second sums what the fit and the errors
 // need — the means and the sums of cross-products of the inputs and the
 // outcome, over the training time and over each stretch of the held-out
-// time — so its memory does not grow with the history.
+// time — and the third, with the fit known, sums each held-out cycle's
+// differences of squared errors, so its memory does not grow with the
+// history.
 //
 // Minimising over non-negative β with a free scale s = Σβ and c = β/s is
 // the same problem as fitting s·(c·x) with c on the simplex, so the
 // sum-to-1 constraint costs nothing but the scale, which the load's
 // target and the controller's gain take up.
-func RegressSource(src SampleSource, running Vector) (Fit, error) {
+func RegressSource(src SampleSource, running Vector, opts RegressOptions) (Fit, error) {
+	alpha := opts.Significance
+	if alpha == 0 {
+		alpha = DefaultSignificance
+	}
+	if !(alpha > 0 && alpha <= 0.5) {
+		return Fit{}, fmt.Errorf("significance %v: want a level in (0, 0.5]", alpha)
+	}
+	cand := opts.Candidates
+	if cand == [6]bool{} {
+		cand = [6]bool{true, true, true, true, true, true}
+	}
 	// The first reading: samples per cycle time, in order.
 	var perTime []int
 	var last time.Time
@@ -231,7 +274,7 @@ func RegressSource(src SampleSource, running Vector) (Fit, error) {
 		return Fit{}, fmt.Errorf("the samples changed between two readings (%d, then %d)", total, i)
 	}
 
-	fit := Fit{Train: nTrain, Held: nHeld}
+	fit := Fit{Train: nTrain, Held: nHeld, Significance: alpha, Candidates: cand}
 	var mean, sd Vector
 	for j := range sd {
 		mean[j] = train.mean[j]
@@ -242,70 +285,90 @@ func RegressSource(src SampleSource, running Vector) (Fit, error) {
 	}
 	ymean := train.mean[6]
 
-	full := [6]bool{true, true, true, true, true, true}
+	usable := cand
 	for j := range sd {
 		if sd[j] < MinSpread {
 			fit.Constant[j] = true
-			full[j] = false
+			usable[j] = false
 		}
 	}
-	beta, std, rss := fitStandardised(&train, sd, full)
+	fit.Selected, fit.Steps, fit.F, fit.FCritical = stepwise(&train, sd, usable, alpha)
+	beta, std, _ := fitStandardised(&train, sd, fit.Selected)
 	var scale, stdSum float64
 	for j := range beta {
 		scale += beta[j]
 		stdSum += std[j]
 	}
-	if scale <= 0 {
-		return Fit{}, errors.New("no input predicts the outcome with a positive coefficient (the fit is all zeros)")
-	}
-	fit.Scale = scale
 	fit.Intercept = ymean
-	for j := range beta {
-		fit.Coefficients[j] = beta[j] / scale
-		fit.Standardised[j] = std[j] / stdSum
-		fit.Intercept -= beta[j] * mean[j]
-	}
-
-	// Partial F of each figure: refit without it.
-	used := 0
-	for j := range beta {
-		if beta[j] > 0 {
-			used++
-		}
-	}
-	dof := float64(nTrain - used - 1)
-	for j := range full {
-		if !full[j] {
-			continue
-		}
-		without := full
-		without[j] = false
-		_, _, rssWithout := fitStandardised(&train, sd, without)
-		if rss > 0 && dof > 0 {
-			fit.F[j] = (rssWithout - rss) / (rss / dof)
+	if scale > 0 {
+		fit.Scale = scale
+		for j := range beta {
+			fit.Coefficients[j] = beta[j] / scale
+			fit.Standardised[j] = std[j] / stdSum
+			fit.Intercept -= beta[j] * mean[j]
 		}
 	}
 
-	var fitted Vector
-	for j := range fitted {
-		fitted[j] = scale * fit.Coefficients[j]
+	var runVec Vector
+	for j := range running {
+		if cand[j] {
+			runVec[j] = running[j]
+		}
 	}
-	runScale, runIntercept := fitLine(&train, running)
+	runScale, runIntercept := fitLine(&train, runVec)
 	var runW Vector
 	for j := range runW {
-		runW[j] = runScale * running[j]
+		runW[j] = runScale * runVec[j]
 	}
-	fit.HeldRMSE = held.rmse(fit.Intercept, fitted)
-	fit.HeldRelative = fit.HeldRMSE / held.rmse(ymean, Vector{})
+	fit.HeldRMSE = held.rmse(fit.Intercept, beta)
+	fit.ConstantRMSE = held.rmse(ymean, Vector{})
+	fit.HeldRelative = fit.HeldRMSE / fit.ConstantRMSE
 	fit.RunningRMSE = held.rmse(runIntercept, runW)
 
 	gains := make([]float64, 0, GainBlocks)
 	for b := range blocks {
 		if r := blocks[b].rmse(runIntercept, runW); r > 0 {
-			gains = append(gains, 1-blocks[b].rmse(fit.Intercept, fitted)/r)
+			gains = append(gains, 1-blocks[b].rmse(fit.Intercept, beta)/r)
 		}
 	}
 	fit.GainMean, fit.GainSD = meanSD(gains)
+
+	// The third reading: the held-out cycles' paired differences.
+	var vsRunning, vsConstant pairs
+	var cycleRun, cycleConst float64
+	cycleN := 0
+	var cycleTime time.Time
+	flush := func() {
+		if cycleN > 0 {
+			vsRunning.addCycle(cycleRun, cycleN)
+			vsConstant.addCycle(cycleConst, cycleN)
+		}
+		cycleRun, cycleConst, cycleN = 0, 0, 0
+	}
+	i = 0
+	if err := src(func(s Sample) {
+		if i >= nTrain && i < total {
+			if cycleN > 0 && !s.Time.Equal(cycleTime) {
+				flush()
+			}
+			cycleTime = s.Time
+			eFit := s.Y - fit.Intercept - dot(beta, s.X)
+			eRun := s.Y - runIntercept - dot(runW, s.X)
+			eConst := s.Y - ymean
+			cycleRun += eFit*eFit - eRun*eRun
+			cycleConst += eFit*eFit - eConst*eConst
+			cycleN++
+		}
+		i++
+	}); err != nil {
+		return Fit{}, err
+	}
+	flush()
+	if i != total {
+		return Fit{}, fmt.Errorf("the samples changed between two readings (%d, then %d)", total, i)
+	}
+	fit.VsRunning = vsRunning.comparison(alpha)
+	fit.VsConstant = vsConstant.comparison(alpha)
 	return fit, nil
 }
 

@@ -43,9 +43,9 @@ func synthetic(truth Vector, n, cycles int, noise float64, seed uint64) []histor
 // Recovery of known coefficients: with 5 % noise on the outcome, 8
 // servers and 500 cycles (the outcome divided by the service mean, as the
 // history gives it), every fitted coefficient is within 0.05 of the true
-// one, the figures with a true 0 have a partial F below the ones that
-// matter, and the fit predicts the held-out time better than the default
-// coefficients do.
+// one, the stepwise selection keeps exactly the figures with a true
+// coefficient above 0, and the fit predicts the held-out time better than
+// the default coefficients and a constant, beyond the uncertainty.
 func TestRegressRecoversKnownCoefficients(t *testing.T) {
 	const tolerance = 0.05
 	running := Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1}
@@ -59,7 +59,7 @@ func TestRegressRecoversKnownCoefficients(t *testing.T) {
 			if want := 8 * 499; len(samples) != want {
 				t.Fatalf("%d samples, want %d (every consecutive pair)", len(samples), want)
 			}
-			fit, err := Regress(samples, running)
+			fit, err := Regress(samples, running, RegressOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,18 +73,14 @@ func TestRegressRecoversKnownCoefficients(t *testing.T) {
 			if math.Abs(sum-1) > 1e-9 {
 				t.Errorf("coefficients sum to %v", sum)
 			}
-			minUsed, maxUnused := math.Inf(1), 0.0
 			for j := range truth {
-				if truth[j] > 0 {
-					minUsed = math.Min(minUsed, fit.F[j])
-				} else {
-					maxUnused = math.Max(maxUnused, fit.F[j])
+				if fit.Selected[j] != (truth[j] > 0) || (fit.F[j] > fit.FCritical[j]) != (truth[j] > 0) {
+					t.Errorf("%s: selected %v, partial F %.1f against %.2f; want selected exactly where the truth is positive",
+						Names[j], fit.Selected[j], fit.F[j], fit.FCritical[j])
 				}
 			}
-			if maxUnused >= 4 || minUsed <= 4 {
-				t.Errorf("partial F %v: want > 4 exactly where the truth is positive", fit.F)
-			}
-			if fit.Held < 700 || fit.Train < 3000 || fit.HeldRelative >= 1 || !(fit.GainMean > 0) {
+			if fit.Held < 700 || fit.Train < 3000 || fit.HeldRelative >= 1 || !(fit.GainMean > 0) ||
+				!fit.VsRunning.Better || !fit.VsConstant.Better {
 				t.Errorf("train %d held %d, held-out RMSE %.4f (relative %.3f), running %.4f, gain %.3f ± %.3f",
 					fit.Train, fit.Held, fit.HeldRMSE, fit.HeldRelative, fit.RunningRMSE, fit.GainMean, fit.GainSD)
 			}
@@ -96,11 +92,11 @@ func TestRegressRecoversKnownCoefficients(t *testing.T) {
 
 // Too little history is an error that says how much there was.
 func TestRegressNeedsSamples(t *testing.T) {
-	if _, err := Regress(nil, Vector{}); err == nil {
+	if _, err := Regress(nil, Vector{}, RegressOptions{}); err == nil {
 		t.Fatal("no error for no samples")
 	}
 	samples := SamplesFromHistory(synthetic(Vector{1}, 2, 6, 0, 1))
-	if _, err := Regress(samples, Vector{}); err == nil {
+	if _, err := Regress(samples, Vector{}, RegressOptions{}); err == nil {
 		t.Fatalf("no error for %d samples", len(samples))
 	}
 }
@@ -149,7 +145,7 @@ func TestRegressNearConstantFigure(t *testing.T) {
 	for i := range samples {
 		samples[i].X[3] = 0.2 + 0.0002*math.Sin(float64(i)) // disk: sd ≈ 0.00014
 	}
-	fit, err := Regress(samples, Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1})
+	fit, err := Regress(samples, Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1}, RegressOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

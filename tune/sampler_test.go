@@ -124,11 +124,11 @@ func TestMoments(t *testing.T) {
 func TestRegressSumsMatchDirect(t *testing.T) {
 	running := Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1}
 	samples := SamplesFromHistory(synthetic(Vector{0.2, 0.5, 0, 0, 0.3, 0}, 8, 300, 0.05, 9))
-	fit, err := Regress(samples, running)
+	fit, err := Regress(samples, running, RegressOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := regressDirect(samples, running)
+	want := regressDirect(samples, running, fit.Selected)
 	for _, c := range []struct {
 		name      string
 		got, want float64
@@ -140,6 +140,11 @@ func TestRegressSumsMatchDirect(t *testing.T) {
 		{"gain sd", fit.GainSD, want.GainSD},
 		{"scale", fit.Scale, want.Scale},
 		{"intercept", fit.Intercept, want.Intercept},
+		{"constant RMSE", fit.ConstantRMSE, want.ConstantRMSE},
+		{"vs running: diff", fit.VsRunning.Diff, want.VsRunning.Diff},
+		{"vs running: SE", fit.VsRunning.SE, want.VsRunning.SE},
+		{"vs constant: diff", fit.VsConstant.Diff, want.VsConstant.Diff},
+		{"vs constant: SE", fit.VsConstant.SE, want.VsConstant.SE},
 	} {
 		if math.Abs(c.got-c.want) > 1e-9*math.Max(1, math.Abs(c.want)) {
 			t.Errorf("%s = %v, direct %v", c.name, c.got, c.want)
@@ -150,15 +155,17 @@ func TestRegressSumsMatchDirect(t *testing.T) {
 			t.Errorf("%s: coefficient %v F %v, direct %v F %v", Names[j], fit.Coefficients[j], fit.F[j], want.Coefficients[j], want.F[j])
 		}
 	}
-	if fit.Train != want.Train || fit.Held != want.Held {
-		t.Errorf("train %d held %d, direct %d %d", fit.Train, fit.Held, want.Train, want.Held)
+	if fit.Train != want.Train || fit.Held != want.Held || fit.VsRunning.Cycles != want.VsRunning.Cycles {
+		t.Errorf("train %d held %d over %d cycles, direct %d %d over %d", fit.Train, fit.Held, fit.VsRunning.Cycles,
+			want.Train, want.Held, want.VsRunning.Cycles)
 	}
 }
 
-// regressDirect is Regress computed from the samples held in memory:
-// two-pass means and deviations, the Gram matrix of the standardised
-// rows, residuals and errors summed sample by sample.
-func regressDirect(samples []Sample, running Vector) Fit {
+// regressDirect is Regress with the figures of selected, computed from
+// the samples held in memory: two-pass means and deviations, the Gram
+// matrix of the standardised rows, residuals and errors summed sample by
+// sample, the paired differences summed per held-out cycle.
+func regressDirect(samples []Sample, running Vector, selected [6]bool) Fit {
 	var times []time.Time
 	for _, s := range samples {
 		if len(times) == 0 || !times[len(times)-1].Equal(s.Time) {
@@ -183,11 +190,10 @@ func regressDirect(samples []Sample, running Vector) Fit {
 			sd[j] += (s.X[j] - mean[j]) * (s.X[j] - mean[j]) / n
 		}
 	}
-	full := [6]bool{}
+	full := selected
 	for j := range sd {
 		sd[j] = math.Sqrt(sd[j])
-		full[j] = sd[j] >= MinSpread
-		fit.Constant[j] = !full[j]
+		fit.Constant[j] = sd[j] < MinSpread
 	}
 	solve := func(use [6]bool) (beta, std Vector, rss float64) {
 		g := make([][]float64, 6)
@@ -247,6 +253,11 @@ func regressDirect(samples []Sample, running Vector) Fit {
 			without[j] = false
 			_, _, r := solve(without)
 			fit.F[j] = (r - rss) / (rss / float64(len(train)-used-1))
+		} else if !fit.Constant[j] {
+			with := full
+			with[j] = true
+			_, _, r := solve(with)
+			fit.F[j] = (rss - r) / (r / float64(len(train)-used-2))
 		}
 	}
 	var ml, my float64
@@ -271,7 +282,8 @@ func regressDirect(samples []Sample, running Vector) Fit {
 	predict := func(s Sample) float64 { return fit.Intercept + fit.Scale*dot(fit.Coefficients, s.X) }
 	predictRunning := func(s Sample) float64 { return runIntercept + runScale*dot(running, s.X) }
 	fit.HeldRMSE = rmse(held, predict)
-	fit.HeldRelative = fit.HeldRMSE / rmse(held, func(Sample) float64 { return ymean })
+	fit.ConstantRMSE = rmse(held, func(Sample) float64 { return ymean })
+	fit.HeldRelative = fit.HeldRMSE / fit.ConstantRMSE
 	fit.RunningRMSE = rmse(held, predictRunning)
 	var gains []float64
 	for b := range GainBlocks {
@@ -279,6 +291,24 @@ func regressDirect(samples []Sample, running Vector) Fit {
 		gains = append(gains, 1-rmse(block, predict)/rmse(block, predictRunning))
 	}
 	fit.GainMean, fit.GainSD = meanSD(gains)
+	// Paired: each held-out cycle's sum of squared-error differences;
+	// the mean per sample, and its standard error from the cycles'
+	// spread, scaled by cycles per sample.
+	compare := func(other func(Sample) float64) Comparison {
+		var sums []float64
+		for k, s := range held {
+			if k == 0 || !s.Time.Equal(held[k-1].Time) {
+				sums = append(sums, 0)
+			}
+			e, o := s.Y-predict(s), s.Y-other(s)
+			sums[len(sums)-1] += e*e - o*o
+		}
+		m, sdev := meanSD(sums)
+		c := float64(len(sums))
+		return Comparison{Cycles: len(sums), Diff: m * c / float64(len(held)), SE: sdev / math.Sqrt(c) * c / float64(len(held))}
+	}
+	fit.VsRunning = compare(predictRunning)
+	fit.VsConstant = compare(func(Sample) float64 { return ymean })
 	return fit
 }
 
@@ -307,7 +337,7 @@ func TestRegressSourceBoundedMemory(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		if _, err := RegressSource(src, Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1}); err != nil {
+		if _, err := RegressSource(src, Vector{0.1, 0.3, 0.1, 0.1, 0.3, 0.1}, RegressOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		runtime.ReadMemStats(&after)

@@ -5,17 +5,19 @@
 //	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-5] …
 //	lvs-tune search -history DIR_OR_FILE -service SERVICE [-write-scenario FILE] …
 //
-// regress fits the coefficients to the recorder's history (package tune,
-// Regress); search runs a genetic search on the simulator (tune.Search),
-// on a scenario file or on one built from a recorded history
-// (tune.ScenarioFromHistory).
-// Both print the [coefficients] block, check it in the running
-// configuration with the block replaced (as lvs-monitor -check would),
-// print what changes against the running file, and the expected gain
-// with its spread. The coefficients steer weights only with
-// [weight] controller = "lvs". -h prints the usage, -version the build
-// information; both exit 0. Bad flags exit 2, a failed run 1. See
-// docs/tuning.md.
+// regress fits the coefficients to the recorder's history for the
+// controller the configuration runs (package tune, Regress: stepwise
+// selection by partial F-tests at -significance); search runs a genetic
+// search on the simulator (tune.Search), on a scenario file or on one
+// built from a recorded history (tune.ScenarioFromHistory).
+// Both print a verdict first. To apply: the [coefficients] block, checked
+// in the running configuration with the block replaced (as lvs-monitor
+// -check would), what changes against the running file, and the expected
+// gain with its spread. To keep the running coefficients (not better on
+// held-out data beyond the uncertainty): why, and no block. -h prints the
+// usage, -version the build information. Exit status: 0 a block to
+// apply, or -h and -version; 3 keep your coefficients; 2 bad flags; 1 a
+// failed run. See docs/tuning.md.
 package main
 
 import (
@@ -45,18 +47,53 @@ const defaultConfig = "/etc/lvs-monitor/lvs-monitor.toml"
 
 func main() {
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case errors.Is(err, errUsage):
-		os.Exit(cmdline.ExitUsage)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "lvs-tune:", err)
-		os.Exit(1)
+	if code := exitCode(err); code != cmdline.ExitOK {
+		if code == exitFailed {
+			fmt.Fprintln(os.Stderr, "lvs-tune:", err)
+		}
+		os.Exit(code)
 	}
+}
+
+// Exit statuses besides cmdline's 0 (a block to apply, or -h) and 2 (a
+// command-line mistake).
+const (
+	// exitFailed: the run failed (an unreadable history or
+	// configuration, too few samples, a failed simulation).
+	exitFailed = 1
+	// exitKeep: the run worked and its verdict is to keep the running
+	// coefficients; no block was printed. Distinct so that a script does
+	// not paste what was not offered.
+	exitKeep = 3
+)
+
+// exitCode is the exit status for run's answer.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return cmdline.ExitOK
+	case errors.Is(err, errUsage):
+		return cmdline.ExitUsage
+	case errors.Is(err, errKeep):
+		return exitKeep
+	}
+	return exitFailed
 }
 
 // errUsage is run's answer to a command-line mistake, which it has
 // printed.
 var errUsage = errors.New("bad command line")
+
+// errKeep is run's answer when its verdict, printed, is to keep the
+// running coefficients.
+var errKeep = errors.New("keep your coefficients")
+
+// exitText ends every usage text.
+const exitText = `
+exit status: 0 a block to apply (printed and checked), or -h; 3 keep your coefficients (the
+fit or the search is not better than them beyond its uncertainty; no block printed); 2 a
+command-line mistake; 1 a failed run
+`
 
 const usageText = `usage:
   lvs-tune regress [flags]   fit the coefficients to the history (lvs-tune regress -h)
@@ -70,6 +107,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageText)
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), exitText)
 	}
 	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
 		if code != cmdline.ExitOK {
@@ -98,9 +136,11 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 	configPath := fs.String("config", defaultConfig, "the running configuration `FILE`: its coefficients, state_dir and the file the block is checked in")
 	dir := fs.String("dir", "", "read the history from `STATE_DIR` (default: state_dir of -config)")
 	service := fs.String("service", "", "fit one `SERVICE` only (as the history names it, e.g. 192.0.2.10:80/tcp; default: every service)")
+	significance := fs.Float64("significance", tune.DefaultSignificance, "`level` of the stepwise F-tests and of the held-out comparisons, in (0, 0.5]")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service SERVICE]\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service SERVICE] [-significance LEVEL]\n\nflags:")
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), exitText)
 	}
 	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
 		if code != cmdline.ExitOK {
@@ -110,6 +150,11 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lvs-tune regress: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
+	if !(*significance > 0 && *significance <= 0.5) {
+		fmt.Fprintf(stderr, "lvs-tune regress: -significance %v: want a level in (0, 0.5]\n", *significance)
 		fs.Usage()
 		return errUsage
 	}
@@ -144,36 +189,94 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
+	ctl, err := tune.ControllerReads(cfg.Weight.Controller)
+	if err != nil {
+		return fmt.Errorf("configuration %s: %w", *configPath, err)
+	}
 	running := tune.VectorOf(cfg.Coefficients)
-	fit, err := tune.RegressSource(samples, running)
+	fit, err := tune.RegressSource(samples, running, tune.RegressOptions{Significance: *significance, Candidates: ctl.Inputs})
 	if readErr != nil {
 		return readErr
 	}
 	if err != nil {
 		return fmt.Errorf("%d history records in %s: %w", records, *dir, err)
 	}
-	best := fit.Coefficients.Rounded()
+	proposal := tune.Proposal(fit, running, ctl)
+	apply, why := tune.Verdict(fit, running, proposal, ctl)
 
-	fmt.Fprintf(stdout, "regression on %d records of %s: %d samples fitted, the last %.0f %% of the time (%d samples) held out\n",
+	if apply {
+		fmt.Fprintln(stdout, "verdict: apply — the fit predicts the held-out time better than the running coefficients and a constant, beyond the uncertainty")
+	} else {
+		fmt.Fprintf(stdout, "verdict: keep your coefficients — %s\n", why)
+	}
+	fmt.Fprintf(stdout, "\nregression on %d records of %s: %d samples fitted, the last %.0f %% of the time (%d samples) held out\n",
 		records, *dir, fit.Train, tune.HeldOutShare*100, fit.Held)
 	fmt.Fprintln(stdout, "outcome: active connections at the next cycle per unit of weight, relative to the service mean")
-	fmt.Fprintf(stdout, "\n%-9s %7s %8s %13s %10s\n", "figure", "fitted", "running", "standardised", "partial F")
-	for j, n := range tune.Names {
-		f := fmt.Sprintf("%10.1f", fit.F[j])
-		if fit.Constant[j] {
-			f = "  constant"
-		}
-		matters := ""
-		if fit.F[j] > 4 {
-			matters = "  matters"
-		}
-		fmt.Fprintf(stdout, "%-9s %7.2f %8.2f %13.2f %s%s\n", n, best[j], running[j], fit.Standardised[j], f, matters)
+	if ctl.Sizes {
+		fmt.Fprintf(stdout, "controller %q (%s): reads all six coefficients, by size; the fit chooses among all six\n", ctl.Controller, *configPath)
+	} else {
+		fmt.Fprintf(stdout, "controller %q (%s): reads only whether %s are above 0; the fit chooses among them, and %s change nothing under it (only the load status, explain, history and the metrics show) and keep their running values\n",
+			ctl.Controller, *configPath, strings.Join(ctl.Names(), ", "), strings.Join(unread(ctl), ", "))
 	}
-	fmt.Fprintf(stdout, "\nheld-out RMSE %.4f (%.2f of a constant's; 1 = no better than the mean), running coefficients %.4f\n",
-		fit.HeldRMSE, fit.HeldRelative, fit.RunningRMSE)
+	fmt.Fprintf(stdout, "stepwise selection at significance %g (partial F against the F(1, n−k−1) quantile, k figures in the model): ", fit.Significance)
+	if len(fit.Steps) == 0 {
+		fmt.Fprintln(stdout, "no figure entered")
+	} else {
+		steps := make([]string, len(fit.Steps))
+		for i, st := range fit.Steps {
+			steps[i] = st.String()
+		}
+		fmt.Fprintln(stdout, strings.Join(steps, ", "))
+	}
+	fmt.Fprintf(stdout, "\n%-9s %7s %8s %13s %10s %9s\n", "figure", "fitted", "running", "standardised", "partial F", "critical")
+	for j, n := range tune.Names {
+		f := fmt.Sprintf("%10.1f %9.2f", fit.F[j], fit.FCritical[j])
+		switch {
+		case !fit.Candidates[j]:
+			f = fmt.Sprintf("%10s %9s", "-", "-")
+		case fit.Constant[j]:
+			f = fmt.Sprintf("%10s %9s", "constant", "-")
+		}
+		note := ""
+		switch {
+		case !fit.Candidates[j]:
+			note = "  not read by " + ctl.Controller
+		case fit.Selected[j]:
+			note = "  selected"
+		}
+		fmt.Fprintf(stdout, "%-9s %7.2f %8.2f %13.2f %s%s\n", n, fit.Coefficients[j], running[j], fit.Standardised[j], f, note)
+	}
+	fmt.Fprintf(stdout, "\nheld-out RMSE %.4f, running coefficients %.4f, a constant %.4f (%.2f of a constant's; 1 = no better than the mean)\n",
+		fit.HeldRMSE, fit.RunningRMSE, fit.ConstantRMSE, fit.HeldRelative)
+	for _, c := range []struct {
+		against string
+		cmp     tune.Comparison
+	}{{"the running coefficients", fit.VsRunning}, {"a constant", fit.VsConstant}} {
+		outcome := "not better beyond the uncertainty"
+		if c.cmp.Better {
+			outcome = "better"
+		}
+		fmt.Fprintf(stdout, "held-out squared error against %s: %+.4f ± %.4f per sample (paired over %d held-out cycles; t %.2f, needs > %.2f): %s\n",
+			c.against, c.cmp.Diff, c.cmp.SE, c.cmp.Cycles, c.cmp.T, c.cmp.Critical, outcome)
+	}
 	fmt.Fprintf(stdout, "expected gain: %.1f %% ± %.1f %% lower held-out error than the running coefficients (mean ± sd over %d stretches of the held-out time)\n",
 		100*fit.GainMean, 100*fit.GainSD, tune.GainBlocks)
-	return report(stdout, *configPath, cfgText, running, best)
+	if !apply {
+		fmt.Fprintln(stdout, "\nno [coefficients] block: keep your coefficients")
+		return errKeep
+	}
+	return report(stdout, *configPath, cfgText, running, proposal)
+}
+
+// unread names the figures the controller does not read.
+func unread(r tune.Reads) []string {
+	var out []string
+	for j, n := range tune.Names {
+		if !r.Inputs[j] {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func runSearch(args []string, stdout, stderr io.Writer) error {

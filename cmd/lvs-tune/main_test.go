@@ -23,6 +23,13 @@ import (
 // follow 1000·(0.2 + truth·inputs), with 5 % noise.
 func writeHistory(t *testing.T, dir string, truth tune.Vector, n, cycles int) {
 	t.Helper()
+	writeHistoryChanging(t, dir, truth, truth, n, cycles, cycles)
+}
+
+// writeHistoryChanging is writeHistory whose outcome follows truth up to
+// cycle change and then after.
+func writeHistoryChanging(t *testing.T, dir string, truth, after tune.Vector, n, cycles, change int) {
+	t.Helper()
 	w, err := history.Open(dir, history.Limits{MaxSize: 64 << 20, Files: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +49,11 @@ func writeHistory(t *testing.T, dir string, truth tune.Vector, n, cycles int) {
 			x := tune.Vector{in.Input, in.CPU, in.Memory, in.Disk, in.Response, in.Process}
 			var load float64
 			for j := range x {
-				load += truth[j] * x[j]
+				if c < change {
+					load += truth[j] * x[j]
+				} else {
+					load += after[j] * x[j]
+				}
 			}
 			prev[i] = 1000 * (0.2 + load) * (1 + 0.05*rng.NormFloat64())
 		}
@@ -55,23 +66,47 @@ func writeHistory(t *testing.T, dir string, truth tune.Vector, n, cycles int) {
 	}
 }
 
-// lvs-tune regress on a recorded history: the block it prints is within
-// 0.05 of the coefficients the history was made with, the example
-// configuration with the block passes the monitor's check, and the diff
-// and the gain are printed.
+// lvsConfig writes the example configuration with controller = "lvs".
+func lvsConfig(t *testing.T) string {
+	t.Helper()
+	example, err := os.ReadFile("../../docs/examples/lvs-monitor.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := bytes.Replace(example, []byte("\ncontroller = \"capacity\""), []byte("\ncontroller = \"lvs\""), 1)
+	if bytes.Equal(text, example) {
+		t.Fatal("the example configuration sets no controller = \"capacity\" line to replace")
+	}
+	path := filepath.Join(t.TempDir(), "lvs.toml")
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// lvs-tune regress on a recorded history, under the LVS formula: the
+// verdict comes first and is to apply; the stepwise selection keeps the
+// three figures the history was made with and the block it prints is
+// within 0.05 of their coefficients; the configuration with the block
+// passes the monitor's check, and the diff and the comparisons are
+// printed.
 func TestRegressCommand(t *testing.T) {
 	dir := t.TempDir()
 	truth := tune.Vector{0.2, 0.5, 0, 0, 0.3, 0}
 	writeHistory(t, dir, truth, 6, 400)
+	config := lvsConfig(t)
 	var stdout, stderr bytes.Buffer
-	if err := run([]string{"regress", "-config", "../../docs/examples/lvs-monitor.toml", "-dir", dir, "-service", "192.0.2.10:80/tcp"}, &stdout, &stderr); err != nil {
+	if err := run([]string{"regress", "-config", config, "-dir", dir, "-service", "192.0.2.10:80/tcp"}, &stdout, &stderr); err != nil {
 		t.Fatalf("%v\n%s%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
 	t.Log(out)
+	if !strings.HasPrefix(out, "verdict: apply") {
+		t.Errorf("the output does not start with the verdict to apply")
+	}
 	block := out[strings.Index(out, "[coefficients]"):]
 	block = block[:strings.Index(block, "(checked")]
-	example, err := os.ReadFile("../../docs/examples/lvs-monitor.toml")
+	example, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +126,79 @@ func TestRegressCommand(t *testing.T) {
 			t.Errorf("%s = %v, want %v ± 0.05", tune.Names[j], got[j], truth[j])
 		}
 	}
-	for _, want := range []string{"passes lvs-monitor -check", "-cpu = 0.3\n+cpu = 0.5", "held-out RMSE", "expected gain:", "matters"} {
+	for _, want := range []string{"passes lvs-monitor -check", "-cpu = 0.3\n+cpu = 0.5", "held-out RMSE", "expected gain:",
+		`controller "lvs"`, "reads all six coefficients", "stepwise selection at significance 0.05", "entered cpu", "entered response", "entered input",
+		"against the running coefficients:", "against a constant:", "): better"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "  selected\n"); n != 3 {
+		t.Errorf("%d figures selected, want 3 (input, cpu, response)", n)
+	}
+}
+
+// Under the capacity controller (the example configuration) the fit
+// chooses among cpu, memory and disk, the only coefficients it reads, and
+// says so; input, response and process keep their running values in the
+// block and the fitted cpu takes the rest: 1 − 0.1 − 0.3 − 0.1 = 0.5.
+// Memory and disk, noise in this history, are disabled: that changes
+// what the controller reads, so the verdict is to apply.
+func TestRegressCommandCapacity(t *testing.T) {
+	dir := t.TempDir()
+	writeHistory(t, dir, tune.Vector{0.2, 0.5, 0, 0, 0.3, 0}, 6, 400)
+	var stdout, stderr bytes.Buffer
+	if err := run([]string{"regress", "-config", "../../docs/examples/lvs-monitor.toml", "-dir", dir}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Log(out)
+	for _, want := range []string{
+		"verdict: apply",
+		`controller "capacity" (../../docs/examples/lvs-monitor.toml): reads only whether cpu, memory, disk are above 0; the fit chooses among them, and input, response, process change nothing under it`,
+		"input        0.00     0.10          0.00          -         -  not read by capacity",
+		"[coefficients]\ninput = 0.1\ncpu = 0.5\nmemory = 0.0\ndisk = 0.0\nresponse = 0.3\nprocess = 0.1\n",
+		"-cpu = 0.3\n+cpu = 0.5\n-memory = 0.1\n+memory = 0\n-disk = 0.1\n+disk = 0\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// A history whose held-out time no longer follows what the training time
+// did — the outcome follows cpu for 320 cycles, then response — gives a
+// fit that is worse on the held-out time than the running coefficients
+// (which weigh response too): the verdict, first, is to keep them, no
+// block is printed, and the exit status is 3, distinct from a failure
+// (1) and a mistake (2).
+func TestRegressKeep(t *testing.T) {
+	dir := t.TempDir()
+	writeHistoryChanging(t, dir, tune.Vector{0, 1, 0, 0, 0, 0}, tune.Vector{0, 0, 0, 0, 1, 0}, 6, 400, 320)
+	var stdout, stderr bytes.Buffer
+	err := run([]string{"regress", "-config", lvsConfig(t), "-dir", dir}, &stdout, &stderr)
+	out := stdout.String()
+	t.Log(out)
+	if !errors.Is(err, errKeep) || exitCode(err) != 3 {
+		t.Fatalf("%v (exit %d), want the verdict to keep and exit 3\n%s%s", err, exitCode(err), out, stderr.String())
+	}
+	if !strings.HasPrefix(out, "verdict: keep your coefficients — the fit is not better than the running coefficients on the held-out time beyond its uncertainty") {
+		t.Errorf("the output does not start with the verdict to keep")
+	}
+	if strings.Contains(out, "[coefficients]\n") || strings.Contains(out, "changes against") {
+		t.Errorf("a block is printed")
+	}
+	for _, want := range []string{"entered cpu", "against the running coefficients: +", "not better beyond the uncertainty", "no [coefficients] block: keep your coefficients"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		code int
+	}{{nil, 0}, {errUsage, 2}, {errKeep, 3}, {fmt.Errorf("read: %w", errKeep), 3}, {errors.New("no samples"), 1}} {
+		if got := exitCode(c.err); got != c.code {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.code)
 		}
 	}
 }
