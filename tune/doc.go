@@ -18,7 +18,9 @@
 //   - Search: a genetic search over coefficient vectors, each scored by
 //     the simulator running the real monitor on a scenario, against the
 //     ideal-weights counterfactual, on training seeds, reported on
-//     held-out seeds (search.go).
+//     held-out seeds (search.go). The fitness weighs two named parts,
+//     balance and stability, by x1 + x2 = 1 (FitnessWeights); SearchVerdict
+//     says whether the best beats the start beyond the uncertainty.
 //   - ScenarioFromHistory: the scenario such a search can run on, built
 //     from a service's recorded history — servers, load and capacity
 //     changes as measured, and what it approximated (histscenario.go);

@@ -17,14 +17,43 @@ import (
 // a finite, very bad score keeps means and spreads defined.
 const RatioCap = 100
 
+// FitnessWeights weigh the two parts of a search's score on a seed, as
+// seed 001's fitness weighs its parts: x1·balance + x2·stability, with
+// x1 + x2 = 1. Balance is the p99 response time divided by the
+// ideal-weights counterfactual's (1: as good as knowing every server's
+// speed), stability the weight writes per server per minute (each write
+// restarts the kernel's wrr round). Lower is better for both.
+type FitnessWeights struct {
+	Balance, Stability float64 // x1, x2
+}
+
+// DefaultFitnessWeights are lvs-tune search's defaults: the balance counts,
+// and a write per server per minute costs what 5 % of the ideal p99
+// does, so that a vector writing 10 times a minute more must buy a p99
+// about half the ideal's lower (0.05·10 ÷ 0.95).
+var DefaultFitnessWeights = FitnessWeights{Balance: 0.95, Stability: 0.05}
+
+func (w FitnessWeights) check() error {
+	if !(w.Balance >= 0 && w.Stability >= 0) || math.Abs(w.Balance+w.Stability-1) > 1e-9 {
+		return fmt.Errorf("fitness weights balance %v and stability %v: want two non-negative weights summing to 1", w.Balance, w.Stability)
+	}
+	return nil
+}
+
+// Score is the score on one seed: w.Balance·ratio + w.Stability·writes.
+func (w FitnessWeights) Score(ratio, writes float64) float64 {
+	return w.Balance*ratio + w.Stability*writes
+}
+
 // Search is a genetic search for the coefficients, each candidate scored
 // by the simulator: the real monitor, configured with Base and the
 // candidate's [coefficients], runs Scenario under Scheduler; its score on
-// a seed is its p99 response time divided by the ideal-weights
-// counterfactual's on the same seed and scheduler, plus WritePenalty
-// times its weight writes per server per minute. The fitness is the mean
-// score over the Train seeds; the best of the last generation is
-// reported on the Held seeds, which the search never saw, beside Start.
+// a seed weighs, by Weights, its balance (p99 response time divided by
+// the ideal-weights counterfactual's on the same seed and scheduler) and
+// its stability (weight writes per server per minute). The fitness is
+// the mean score over the Train seeds; the best of the last generation
+// is reported on the Held seeds, which the search never saw, beside
+// Start.
 //
 // A generation of Population vectors on the simplex (non-negative,
 // summing to 1, rounded to 0.01) becomes the next by:
@@ -59,10 +88,9 @@ type Search struct {
 	Elite int
 	// MutationSD is the standard deviation of a mutation step (default 0.1).
 	MutationSD float64
-	// WritePenalty is λ, the score added per weight write per server
-	// per minute.
-	WritePenalty float64
-	Seed         uint64
+	// Weights weigh balance and stability in the score (x1 + x2 = 1).
+	Weights FitnessWeights
+	Seed    uint64
 	// Workers bounds the simulations in parallel (default GOMAXPROCS).
 	Workers int
 	// Progress, if set, is called after each generation with its number
@@ -73,7 +101,7 @@ type Search struct {
 // Score is a vector's score over a set of seeds.
 type Score struct {
 	Vector Vector
-	// Fitness is the mean over the seeds of Ratio + WritePenalty·Writes.
+	// Fitness is the mean over the seeds of Weights.Score(Ratio, Writes).
 	Fitness float64
 	// Ratio and Writes are per seed: p99 ÷ the ideal's p99 (capped at
 	// RatioCap), and weight writes per server per minute.
@@ -97,6 +125,37 @@ type SearchResult struct {
 	GainMean, GainSD float64
 }
 
+// SearchVerdict says whether a search's best is worth applying: it must
+// differ from the start and its held-out gain must be above 0 beyond its
+// uncertainty — the mean over the held-out seeds against its standard
+// error, above the one-sided Student t quantile at alpha with seeds − 1
+// degrees of freedom (the seeds pair the two vectors on the same random
+// draws). One held-out seed gives no spread: the verdict is then to keep.
+// It returns the t statistic and the quantile too.
+func SearchVerdict(res SearchResult, start Vector, alpha float64) (apply bool, t, critical float64, why string) {
+	n := len(res.BestHeld.Ratio)
+	t, critical = math.NaN(), math.NaN()
+	if n >= 2 {
+		critical = TCritical(alpha, float64(n-1))
+		if se := res.GainSD / math.Sqrt(float64(n)); se > 0 {
+			t = res.GainMean / se
+		} else if res.GainMean > 0 {
+			t = math.Inf(1)
+		} else {
+			t = 0
+		}
+	}
+	switch {
+	case res.Best == start.Rounded():
+		return false, t, critical, "the best vector is the start"
+	case n < 2:
+		return false, t, critical, fmt.Sprintf("%d held-out seed: no spread to weigh the gain against (give at least 2)", n)
+	case !(t > critical):
+		return false, t, critical, fmt.Sprintf("the gain on the held-out seeds is not above 0 beyond its uncertainty (t %.2f, needs > %.2f)", t, critical)
+	}
+	return true, t, critical, ""
+}
+
 func (s *Search) check() error {
 	switch {
 	case s.Scenario == nil:
@@ -107,8 +166,9 @@ func (s *Search) check() error {
 		return fmt.Errorf("search: %d generations: need at least 1", s.Generations)
 	case len(s.Train) == 0 || len(s.Held) == 0:
 		return errors.New("search: need training and held-out seeds")
-	case s.WritePenalty < 0:
-		return fmt.Errorf("search: write penalty %v is negative", s.WritePenalty)
+	}
+	if err := s.Weights.check(); err != nil {
+		return fmt.Errorf("search: %w", err)
 	}
 	for _, h := range s.Held {
 		if slices.Contains(s.Train, h) {
@@ -203,13 +263,11 @@ func (s *Search) Run() (SearchResult, error) {
 	res.BestHeld, res.StartHeld = held[0], held[1]
 	gains := make([]float64, len(s.Held))
 	for i := range s.Held {
-		gains[i] = seedScore(res.StartHeld, i, s.WritePenalty) - seedScore(res.BestHeld, i, s.WritePenalty)
+		gains[i] = s.Weights.Score(res.StartHeld.Ratio[i], res.StartHeld.Writes[i]) - s.Weights.Score(res.BestHeld.Ratio[i], res.BestHeld.Writes[i])
 	}
 	res.GainMean, res.GainSD = meanSD(gains)
 	return res, nil
 }
-
-func seedScore(sc Score, i int, lambda float64) float64 { return sc.Ratio[i] + lambda*sc.Writes[i] }
 
 func cmpFloat(a, b float64) int {
 	switch {
@@ -333,7 +391,7 @@ func (e *evaluator) scoreAll(vs []Vector, seeds []uint64) ([]Score, error) {
 			}
 			sc.Ratio = append(sc.Ratio, ratio)
 			sc.Writes = append(sc.Writes, r.Writes)
-			sc.Fitness += (ratio + e.s.WritePenalty*r.Writes) / float64(len(seeds))
+			sc.Fitness += e.s.Weights.Score(ratio, r.Writes) / float64(len(seeds))
 		}
 		if training {
 			e.cache[v] = sc

@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -294,14 +295,17 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	held := fs.String("held", "4-5", "held-out `seeds`, as -train")
 	population := fs.Int("population", 8, "vectors per generation")
 	generations := fs.Int("generations", 4, "generations, the first included")
-	lambda := fs.Float64("lambda", 0.05, "write penalty: score per weight write per server per minute")
+	balance := fs.Float64("balance-weight", tune.DefaultFitnessWeights.Balance, "x1, the weight of the fitness's balance part (p99 ÷ the ideal weights' p99); x1 + x2 = 1, the other follows when one is given")
+	stability := fs.Float64("stability-weight", tune.DefaultFitnessWeights.Stability, "x2, the weight of the fitness's stability part (weight writes per server per minute)")
+	significance := fs.Float64("significance", tune.DefaultSignificance, "`level` of the held-out comparison with the start, in (0, 0.5]")
 	seed := fs.Uint64("seed", 1, "the search's random `seed`")
 	duration := fs.Duration("duration", 0, "override the scenario's `duration`")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train SEEDS] [-held SEEDS] [flags]\n       lvs-tune search -history DIR_OR_FILE [-service SERVICE] [-write-scenario FILE] [-n] [flags]\n\nflags:")
+		fmt.Fprintln(fs.Output(), "usage: lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train SEEDS] [-held SEEDS] [flags]\n       lvs-tune search -history DIR_OR_FILE [-service SERVICE] [-write-scenario FILE] [-n] [flags]\n\nfitness per seed: x1 × p99 ÷ the ideal weights' p99 (balance) + x2 × weight writes per server per minute (stability)\n\nflags:")
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), exitText)
 	}
 	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
 		if code != cmdline.ExitOK {
@@ -322,6 +326,21 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	}
 	if *historyPath == "" && (*service != "" || *writeScenario != "" || *dryRun) {
 		return mistake("-service, -write-scenario and -n go with -history")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["balance-weight"] && !set["stability-weight"]:
+		*stability = math.Round((1-*balance)*1e12) / 1e12 // 0.1, not 0.09999999999999998
+	case set["stability-weight"] && !set["balance-weight"]:
+		*balance = math.Round((1-*stability)*1e12) / 1e12
+	}
+	weights := tune.FitnessWeights{Balance: *balance, Stability: *stability}
+	if !(*balance >= 0 && *stability >= 0) || math.Abs(*balance+*stability-1) > 1e-9 {
+		return mistake("-balance-weight %v and -stability-weight %v: want two weights in [0, 1] summing to 1", *balance, *stability)
+	}
+	if !(*significance > 0 && *significance <= 0.5) {
+		return mistake("-significance %v: want a level in (0, 0.5]", *significance)
 	}
 	trainSeeds, err := parseSeeds(*train)
 	if err != nil {
@@ -376,7 +395,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		start = tune.VectorOf(cfg.Coefficients)
 	}
 	s := &tune.Search{Scenario: sc, Scheduler: *sched, Base: base, Train: trainSeeds, Held: heldSeeds, Start: start,
-		Population: *population, Generations: *generations, WritePenalty: *lambda, Seed: *seed, Workers: *workers}
+		Population: *population, Generations: *generations, Weights: weights, Seed: *seed, Workers: *workers}
 	if !*quiet {
 		began := time.Now()
 		s.Progress = func(g int, best tune.Score) {
@@ -387,13 +406,28 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "genetic search on %s (%s, %s), population %d, %d generations, %d vectors simulated\n",
+	apply, t, critical, why := tune.SearchVerdict(res, start, *significance)
+	if apply {
+		fmt.Fprintln(stdout, "verdict: apply — the best vector scores better than the start on the held-out seeds, beyond the uncertainty")
+	} else {
+		fmt.Fprintf(stdout, "verdict: keep your coefficients — %s\n", why)
+	}
+	fmt.Fprintf(stdout, "\ngenetic search on %s (%s, %s), population %d, %d generations, %d vectors simulated\n",
 		sc.Name, *sched, sc.Duration, *population, *generations, res.Evaluated)
-	fmt.Fprintf(stdout, "score per seed: p99 ÷ the ideal weights' p99 + %g × weight writes per server per minute\n", *lambda)
+	fmt.Fprintf(stdout, "score per seed: %g × balance (p99 ÷ the ideal weights' p99) + %g × stability (weight writes per server per minute)\n", weights.Balance, weights.Stability)
 	fmt.Fprintf(stdout, "best fitness by generation (training seeds %s): %s\n", *train, floats(res.History))
 	fmt.Fprintf(stdout, "held-out seeds %s: best p99 ratio %s, writes %s; start p99 ratio %s, writes %s\n",
 		*held, floats(res.BestHeld.Ratio), floats(res.BestHeld.Writes), floats(res.StartHeld.Ratio), floats(res.StartHeld.Writes))
-	fmt.Fprintf(stdout, "expected gain: score %.3f ± %.3f lower than the start's (mean ± sd over the held-out seeds)\n", res.GainMean, res.GainSD)
+	test := fmt.Sprintf("t %.2f, needs > %.2f at significance %g", t, critical, *significance)
+	if math.IsNaN(critical) {
+		test = "one seed: no spread"
+	}
+	fmt.Fprintf(stdout, "expected gain: score %.3f ± %.3f lower than the start's (mean ± sd over the held-out seeds; %s)\n",
+		res.GainMean, res.GainSD, test)
+	if !apply {
+		fmt.Fprintln(stdout, "\nno [coefficients] block: keep your coefficients")
+		return errKeep
+	}
 	if cfgText == nil {
 		// No running file: check the block as the simulator ran it.
 		withBlock, err := tune.ReplaceCoefficients([]byte(base), res.Best)

@@ -208,7 +208,10 @@ func TestRegressKeep(t *testing.T) {
 func TestCommandLineMistakes(t *testing.T) {
 	for _, args := range [][]string{
 		nil, {"fit"}, {"search"}, {"search", "-scenario", "x.toml", "-train", "3-1"},
-		{"regress", "extra"}, {"search", "-nope"},
+		{"regress", "extra"}, {"search", "-nope"}, {"regress", "-significance", "0.7"}, {"regress", "-significance", "0"},
+		{"search", "-scenario", "x.toml", "-balance-weight", "0.9", "-stability-weight", "0.2"},
+		{"search", "-scenario", "x.toml", "-balance-weight", "1.5"}, {"search", "-scenario", "x.toml", "-stability-weight", "-0.1"},
+		{"search", "-scenario", "x.toml", "-significance", "0.6"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(args, &stdout, &stderr); !errors.Is(err, errUsage) || stdout.Len() > 0 || !strings.Contains(stderr.String(), "usage:") {
@@ -279,16 +282,20 @@ func writeServiceHistory(t *testing.T, dir string) {
 // lvs-tune search -history on a recorded history: the scenario built is
 // printed (speeds 0.5, 1, 2 relative to the median server; the third's
 // halving at 145 s), written to a file that the simulator reads back to
-// the same servers and events, and searched on: a checked block.
+// the same servers and events, and searched on with the fitness weights
+// given (x1 0.9, so x2 0.1): with one held-out seed, a verdict to keep.
 func TestSearchOnHistory(t *testing.T) {
 	dir := t.TempDir()
 	writeServiceHistory(t, dir)
 	out := filepath.Join(t.TempDir(), "history.toml")
 	var stdout, stderr bytes.Buffer
 	err := run([]string{"search", "-history", dir, "-service", "192.0.2.10:80/tcp", "-write-scenario", out,
-		"-duration", "120s", "-train", "1", "-held", "2", "-population", "3", "-generations", "2", "-workers", "1", "-q"}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("%v\n%s%s", err, stdout.String(), stderr.String())
+		"-duration", "120s", "-train", "1", "-held", "2", "-population", "3", "-generations", "2", "-workers", "1", "-q",
+		"-balance-weight", "0.9"}, &stdout, &stderr)
+	// One held-out seed gives the gain no spread to be weighed against:
+	// the verdict is to keep, exit 3, no block.
+	if !errors.Is(err, errKeep) {
+		t.Fatalf("%v, want the verdict to keep\n%s%s", err, stdout.String(), stderr.String())
 	}
 	text := stdout.String()
 	t.Log(text)
@@ -302,7 +309,9 @@ func TestSearchOnHistory(t *testing.T) {
 		"approximations:",
 		"scenario written to " + out,
 		"genetic search on history (wrr, 2m0s)",
-		"[coefficients]",
+		"verdict: keep your coefficients — ",
+		"score per seed: 0.9 × balance (p99 ÷ the ideal weights' p99) + 0.1 × stability (weight writes per server per minute)",
+		"no [coefficients] block: keep your coefficients",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
