@@ -2,7 +2,7 @@
 // one of two methods:
 //
 //	lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service S]
-//	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-5] …
+//	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-8] …
 //	lvs-tune search -history DIR_OR_FILE -service SERVICE [-write-scenario FILE] …
 //
 // regress fits the coefficients to the recorder's history for the
@@ -91,7 +91,7 @@ var errKeep = errors.New("keep your coefficients")
 
 // exitText ends every usage text.
 const exitText = `
-exit status: 0 a block to apply (printed and checked), or -h; 3 keep your coefficients (the
+exit status: 0 a block to apply (printed and checked), or -h, -version; 3 keep your coefficients (the
 fit or the search is not better than them beyond its uncertainty; no block printed); 2 a
 command-line mistake; 1 a failed run
 `
@@ -292,7 +292,7 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 	basePath := fs.String("base", "", "monitor configuration `FILE` without [[service]] (a sim/variants file) to run the candidates with (default: the simulator's lvs policy)")
 	sched := fs.String("sched", "", "kernel `scheduler` (default: the scenario's first)")
 	train := fs.String("train", "1-3", "training `seeds`: a list of numbers and ranges, e.g. 1-3,7")
-	held := fs.String("held", "4-5", "held-out `seeds`, as -train")
+	held := fs.String("held", "4-8", "held-out `seeds`, as -train (five: the verdict weighs the gain against its spread over them)")
 	population := fs.Int("population", 8, "vectors per generation")
 	generations := fs.Int("generations", 4, "generations, the first included")
 	balance := fs.Float64("balance-weight", tune.DefaultFitnessWeights.Balance, "x1, the weight of the fitness's balance part (p99 ÷ the ideal weights' p99); x1 + x2 = 1, the other follows when one is given")

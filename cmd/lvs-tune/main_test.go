@@ -220,7 +220,8 @@ func TestCommandLineMistakes(t *testing.T) {
 	}
 	for _, args := range [][]string{{"regress", "-h"}, {"search", "-h"}} {
 		var stdout, stderr bytes.Buffer
-		if err := run(args, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "usage: lvs-tune "+args[0]) {
+		if err := run(args, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "usage: lvs-tune "+args[0]) ||
+			!strings.Contains(stdout.String(), "3 keep your coefficients") {
 			t.Errorf("%q: %v, stdout %q", args, err, stdout.String())
 		}
 	}
