@@ -61,10 +61,6 @@ func forge(t *testing.T, cli *clientv3.Client, id string, lease clientv3.LeaseID
 // a listed id without a lease, and under a listed id with a lease of the
 // forger's own — change no weight: the first two are untrusted, the third
 // implausible (over 10 × the leader's and the honest director's figures).
-// Before the fix the leader (capacity controller, all three servers equal)
-// wrote weight 65,535 for the server in the 5th cycle of the attack (the
-// anchor's confirm), the follower applied it, and it stayed after the
-// record was deleted.
 func TestFleetFakeCounters(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	d1, d2 := newFleetMember(t, "dir1", c.Members[0]), newFleetMember(t, "dir2", c.Members[0])
@@ -187,10 +183,7 @@ func TestFleetWeightRange(t *testing.T) {
 // status and metrics and goes on applying the real leader's documents.
 // Then etcd is restored (wiped and the document put back, as from a
 // backup: revisions start again, every term now lower than before): the
-// follower applies the new leader's documents. Before the fix the follower
-// applied the forged document (A at 3) and refused every later one: its
-// table stayed at A 3 while the leader's held 10, and a drain on the leader
-// never reached it.
+// follower applies the new leader's documents.
 func TestFleetForgedTerm(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	cli := c.Client(t)
