@@ -61,14 +61,34 @@ func TestBacklogGuardTakeOut(t *testing.T) {
 	}
 
 	// C crashes under wrr: none active, inactive 1200 → 1195 (its resets
-	// replace its closed connections), 8 resets; the probe is refused.
-	conns(rsC, ipvs.ConnCounts{Resets: 8})
-	r.prober.mu.Lock()
-	r.prober.down[rsC] = true
-	r.prober.mu.Unlock()
-	setConns(1, 1200, 0, 0, 0, 1195)
-	guard(t, m)
-	if w := r.weight(rsC); w != 0 {
+	// replace its closed connections), 8 resets; the probe is refused. With
+	// B already down that is 2 of 3 servers: fail static, as a cycle would
+	// (freeze_share 0.5), so C keeps its weight here...
+	crashC := func(r *rig, m *Monitor, bActive, bInactive int) {
+		t.Helper()
+		r.table.SetConnCounts(ipvs.ConnKey{Protocol: ipvs.TCP, VAddr: vip, Dest: rsC}, ipvs.ConnCounts{Resets: 8})
+		r.prober.mu.Lock()
+		r.prober.down[rsC] = true
+		r.prober.mu.Unlock()
+		must(t, r.table.SetActive(svcKey, rsA, 1, 1200))
+		must(t, r.table.SetActive(svcKey, rsB, bActive, bInactive))
+		must(t, r.table.SetActive(svcKey, rsC, 0, 1195))
+		guard(t, m)
+	}
+	crashC(r, m, 0, 0)
+	if w := r.weight(rsC); w != 10 {
+		t.Fatalf("C resets and refuses with B down: weight %d, want 10 (2 of 3 down: frozen)", w)
+	}
+	// ... and, B up, goes to 0 at once.
+	r2, m2 := newCapacityRig(t, "")
+	setAllCPU(r2, 0.5)
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		must(t, r2.table.SetActive(svcKey, rs, 1, 1200))
+	}
+	cycle(t, m2)
+	guard(t, m2)
+	crashC(r2, m2, 1, 1200)
+	if w := r2.weight(rsC); w != 0 {
 		t.Fatalf("C resets and refuses: weight %d, want 0", w)
 	}
 }

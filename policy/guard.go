@@ -320,16 +320,20 @@ func (e *Engine) Check(s Service, st *ServiceState, servers []Server) {
 // the next cycle's availability rule would, and so is one whose
 // connections never complete their handshake; one that answered or timed
 // out is left to the cycles. As in a cycle, when more than freeze_share of
-// the service's servers that are not drained would go at once nothing is
-// done: the director is more likely cut off than they are all dead. It
+// the service's servers that are not drained would be down — those already
+// down counted — nothing is done: the director is more likely cut off than
+// they are all dead. It
 // returns how many it marked down.
 func (e *Engine) TakeDownSinks(servers []Server) int {
 	var out []Server
-	eligible := 0
+	eligible, down := 0, 0
 	for _, sv := range servers {
 		o := sv.Obs
 		if o.Record.State != DrainedByOperator {
 			eligible++
+		}
+		if o.Record.State == Down {
+			down++ // counted as the cycle counts it: its probe fails too
 		}
 		g := sv.Out.Trace.Guard
 		if g == nil || o.Record.State != Managed {
@@ -340,7 +344,7 @@ func (e *Engine) TakeDownSinks(servers []Server) int {
 			out = append(out, sv)
 		}
 	}
-	if len(out) == 0 || ShouldFreeze(len(out), eligible, e.p.Availability.FreezeShare) {
+	if len(out) == 0 || ShouldFreeze(len(out)+down, eligible, e.p.Availability.FreezeShare) {
 		return 0
 	}
 	for _, sv := range out {

@@ -253,3 +253,30 @@ func TestTableEvidenceOnlySuspects(t *testing.T) {
 		t.Fatalf("suspects %v %v, want B only", servers[1].State.Guard.Suspect, servers[2].State.Guard.Suspect)
 	}
 }
+
+// TestTakeOutCountsServersAlreadyDown: fail static counts the servers
+// already down with the ones found at this check, as a cycle does (it
+// probes them too). Of four at freeze_share 0.5: one down and two new is 3
+// of 4 — nothing is done; one down and one new is 2 of 4 — the new one
+// goes. So servers found one check after another cannot take the whole
+// service to 0.
+func TestTakeOutCountsServersAlreadyDown(t *testing.T) {
+	for _, tt := range []struct{ newly, want int }{{2, 0}, {1, 1}} {
+		r := newTakeoutRig(t)
+		servers := make([]Server, 4)
+		for i := range servers {
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10}
+			d := &Decision{}
+			switch {
+			case i == 0:
+				o.Record.State, o.Kernel = Down, 0
+			case i <= tt.newly:
+				d.Trace.Guard = &GuardTrace{Event: GuardUnanswered}
+			}
+			servers[i] = Server{Obs: o, State: r.states[i], Out: d}
+		}
+		if n := r.e.TakeDownSinks(servers); n != tt.want {
+			t.Errorf("one down, %d found unanswered: %d marked down, want %d", tt.newly, n, tt.want)
+		}
+	}
+}
