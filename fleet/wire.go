@@ -113,7 +113,12 @@ func EncodeCounters(c Counters) ([]byte, error) {
 		setSvc(e.Key.Service)
 		b = append(b, "e "...)
 		b = e.Key.Dest.AppendTo(b)
-		b = fmt.Appendf(b, " %d %d %d\n", e.Pos.Epoch, e.Pos.ID, e.Weight)
+		b = fmt.Appendf(b, " %d %d %d", e.Pos.Epoch, e.Pos.ID, e.Weight)
+		if e.Op != "" {
+			b = append(b, ' ')
+			b = append(b, e.Op...)
+		}
+		b = append(b, '\n')
 	}
 	return b, nil
 }
@@ -178,7 +183,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 				return bad("negative connection count", nil)
 			}
 			c.Dests = append(c.Dests, DestCounters{Key: scheduler.DestKey{Service: svc, Dest: dst}, NewTotal: nt, New: nw, Active: act, Inactive: ina})
-		case k == 5 && fields[0] == "e" && haveSvc:
+		case (k == 5 || k == 6) && fields[0] == "e" && haveSvc:
 			dst, err := netip.ParseAddrPort(fields[1])
 			if err != nil {
 				return bad("edit destination", err)
@@ -190,6 +195,9 @@ func DecodeCounters(b []byte) (Counters, error) {
 				return bad("edit", err)
 			}
 			e := scheduler.Edit{Pos: scheduler.EditPos{Epoch: ep, ID: id}, Key: scheduler.DestKey{Service: svc, Dest: dst}, Weight: w}
+			if k == 6 {
+				e.Op = fields[5] // an lvsctl request; Validate refuses an unknown one
+			}
 			if err := e.Validate(); err != nil {
 				return bad("edit", err)
 			}
@@ -283,6 +291,7 @@ func EncodeDocument(d Document) ([]byte, error) {
 		flag(x.CtrlSet)
 		flag(x.Ramping)
 		num(int64(x.RampElapsed))
+		flag(x.Held)
 		b = append(b, '\n')
 	}
 	for _, a := range d.Acks {
@@ -301,6 +310,9 @@ func consistent(x scheduler.DestState) error {
 	}
 	if (x.State == string(policy.DrainedByOperator) || x.State == string(policy.Down)) && x.Weight != 0 {
 		return fmt.Errorf("%s: %s with weight %d (a server out of rotation has weight 0)", x.Key, x.State, x.Weight)
+	}
+	if x.Held && x.State != string(policy.DrainedByOperator) {
+		return fmt.Errorf("%s: held while %s (only an lvsctl drain is held)", x.Key, x.State)
 	}
 	return nil
 }
@@ -348,7 +360,7 @@ func DecodeDocument(b []byte) (Document, error) {
 				return bad("service", err)
 			}
 			haveSvc = true
-		case k == 13 && fields[0] == "d" && haveSvc:
+		case (k == 13 || k == 14) && fields[0] == "d" && haveSvc:
 			dst, err := netip.ParseAddrPort(fields[1])
 			if err != nil {
 				return bad("destination", err)
@@ -375,6 +387,12 @@ func DecodeDocument(b []byte) (Document, error) {
 				return bad(key.String()+": unreadable controller state", nil)
 			}
 			x.Carried = policy.Carried{Ctrl: ctrl, CtrlSet: fields[10] == "1", Ramping: fields[11] == "1", RampElapsed: time.Duration(ramp)}
+			if k == 14 { // held: an lvsctl drain; a leader that does not write it holds none
+				if fields[13] != "0" && fields[13] != "1" {
+					return bad(key.String()+": unreadable held flag", nil)
+				}
+				x.Held = fields[13] == "1"
+			}
 			if err := x.Validate(); err != nil {
 				return bad("destination", err)
 			}

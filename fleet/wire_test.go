@@ -14,7 +14,8 @@ func TestCountersRoundTrip(t *testing.T) {
 	for i, k := range keys {
 		c.Dests = append(c.Dests, DestCounters{Key: k, NewTotal: uint64(i * 1000), New: int64(i) - 1, Active: i, Inactive: 2 * i})
 	}
-	c.Edits = []scheduler.Edit{{Pos: scheduler.EditPos{Epoch: 7, ID: 3}, Key: keys[5], Weight: 0}, {Pos: scheduler.EditPos{Epoch: 7, ID: 4}, Key: keys[200], Weight: 17}}
+	c.Edits = []scheduler.Edit{{Pos: scheduler.EditPos{Epoch: 7, ID: 3}, Key: keys[5], Weight: 0}, {Pos: scheduler.EditPos{Epoch: 7, ID: 4}, Key: keys[200], Weight: 17},
+		{Pos: scheduler.EditPos{Epoch: 7, ID: 5}, Key: keys[6], Weight: 0, Op: scheduler.OpDrain}, {Pos: scheduler.EditPos{Epoch: 7, ID: 6}, Key: keys[7], Weight: 10, Op: scheduler.OpUndrain}}
 	b, err := EncodeCounters(c)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +42,9 @@ func TestCountersMalformed(t *testing.T) {
 		strings.Replace(good, "5 1 2 3", "5 1 2", 1),              // a field missing
 		strings.Replace(good, "10.0.1.1:80", "10.0.1.1", 1),       // no port
 		good + "e 10.0.1.1:80 1 2 70000\n",                        // edit weight out of range
+		good + "e 10.0.1.1:80 1 2 5 drain\n",                      // a drain to a non-zero weight
+		good + "e 10.0.1.1:80 1 2 0 erase\n",                      // an unknown request
+		good + "e 10.0.1.1:80 1 2 0 drain x\n",                    // a field too many
 		good + "x what\n",
 	} {
 		if _, err := DecodeCounters([]byte(bad)); err == nil {
@@ -55,6 +59,7 @@ func TestDocumentRoundTrip(t *testing.T) {
 		d.Snapshot.Dests = append(d.Snapshot.Dests, scheduler.DestState{Key: k, State: "managed", Weight: i, DefaultWeight: 10, SetBy: "lvs-monitor"})
 	}
 	d.Snapshot.Dests[3].Ctrl, d.Snapshot.Dests[3].CtrlSet = 4.25, true
+	d.Snapshot.Dests[4].State, d.Snapshot.Dests[4].Weight, d.Snapshot.Dests[4].Held = "drained", 0, true
 	b, err := EncodeDocument(d)
 	if err != nil {
 		t.Fatal(err)
@@ -84,14 +89,22 @@ func TestDocumentInconsistent(t *testing.T) {
 		{"d 10.0.1.1:80 managed 10 0 0 0 0 lvs-monitor 10 1 0 0", "default weight 0 (a default weight is at least 1)"},
 		{"d 10.0.1.1:80 drained 5 10 0 0 0 operator 0 0 0 0", "drained with weight 5 (a server out of rotation has weight 0)"},
 		{"d 10.0.1.1:80 down 5 10 0 0 10 lvs-monitor 0 0 0 0", "down with weight 5"},
+		{"d 10.0.1.1:80 managed 10 10 0 0 0 lvs-monitor 10 1 0 0 1", "held while managed (only an lvsctl drain is held)"},
+		{"d 10.0.1.1:80 drained 0 10 0 0 0 operator 0 0 0 0 2", "unreadable held flag"},
 	} {
 		_, err := DecodeDocument([]byte(head + c.line + "\n"))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "10.0.1.1:80") {
 			t.Errorf("%s: %v; want an error saying %q", c.line, err, c.want)
 		}
 	}
-	ok := head + "d 10.0.1.1:80 drained 0 10 0 0 0 operator 0 0 0 0\nd 10.0.1.2:80 down 0 10 0 0 10 lvs-monitor 0 0 0 0\n"
-	if _, err := DecodeDocument([]byte(ok)); err != nil {
+	// The held flag is optional: a leader that does not write it holds no
+	// drain.
+	ok := head + "d 10.0.1.1:80 drained 0 10 0 0 0 operator 0 0 0 0\nd 10.0.1.2:80 down 0 10 0 0 10 lvs-monitor 0 0 0 0\nd 10.0.1.3:80 drained 0 10 0 0 10 operator 0 0 0 0 1\n"
+	d, err := DecodeDocument([]byte(ok))
+	if err != nil {
 		t.Fatalf("a consistent document: %v", err)
+	}
+	if held := []bool{d.Snapshot.Dests[0].Held, d.Snapshot.Dests[2].Held}; held[0] || !held[1] {
+		t.Errorf("held flags %v, want [false true]", held)
 	}
 }

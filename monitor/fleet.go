@@ -314,7 +314,7 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 		f.writeDocument(ctx, own)
 	} else {
 		for _, e := range edits {
-			f.outbox.Add(scheduler.DestKey(e.Key), e.Weight)
+			f.outbox.AddOp(scheduler.DestKey(e.Key), e.Weight, e.Op)
 		}
 		f.follow(ctx, own)
 	}
@@ -404,7 +404,11 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 				continue
 			}
 			f.applied[c.Director] = e.Pos
-			if err := f.m.replayEdit(DestKey(e.Key), e.Weight); err != nil {
+			replay := f.m.replayEdit
+			if e.Op != "" {
+				replay = func(k DestKey, _ int) error { return f.m.replayRequest(k, e.Op) }
+			}
+			if err := replay(DestKey(e.Key), e.Weight); err != nil {
 				f.log.Warn("fleet: operator edit from another director not applied", "from", c.Director, "server", e.Key.String(), "weight", e.Weight, "error", err)
 				continue
 			}

@@ -242,6 +242,19 @@ func TestFleet(t *testing.T) {
 		}
 		return false
 	})
+	// A rebuild on the leader — C removed and re-added at its weight with
+	// counters above the recorded ones, as IPVS gives a destination back
+	// from its trash — is no undrain: the follower's lvsctl drain reached
+	// the leader as a drain, held.
+	must(t, leader.table.RemoveDestination(svcKey, rsC))
+	must(t, leader.table.AddDestination(svcKey, rsC, 10))
+	must(t, leader.table.AddConnections(svcKey, rsC, 1<<30))
+	leader.waitCycles(t, 3)
+	for _, d := range ds {
+		if w := d.weights(t)[rsC]; w != 0 {
+			t.Errorf("%s: C at weight %d after a rebuild on the leader, want 0 (drained with lvsctl)", d.id, w)
+		}
+	}
 
 	// The leader is killed mid-cycle: cut off from etcd after it decided
 	// and wrote its table, before its document (its lease is not revoked).
