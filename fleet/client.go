@@ -55,6 +55,12 @@ func (k Keys) Director(id string) string { return k.Directors() + id }
 // Election is the election prefix (concurrency.Election keys under it).
 func (k Keys) Election() string { return k.Prefix + "election/" }
 
+// Candidates is where the election's candidates' keys are:
+// concurrency.NewElection adds "/" to its prefix, so a key elsewhere under
+// Election takes no part in the election and must not be read as its
+// leader.
+func (k Keys) Candidates() string { return k.Election() + "/" }
+
 // State is the leader's desired-state document.
 func (k Keys) State() string { return k.Prefix + "state" }
 
@@ -522,7 +528,7 @@ func (c *Client) readView(ctx context.Context) (View, error) {
 	if err := retry(ctx, func() (err error) {
 		resp, err = c.cli.Txn(ctx).Then(
 			clientv3.OpGet(c.keys.State()),
-			clientv3.OpGet(c.keys.Election(), clientv3.WithFirstCreate()...),
+			clientv3.OpGet(c.keys.Candidates(), clientv3.WithFirstCreate()...),
 			clientv3.OpGet(c.keys.Directors(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		).Commit()
 		return err

@@ -78,6 +78,12 @@ func TestReadFleetTrust(t *testing.T) {
 // documents carry.
 func TestReadViewLeaderTerm(t *testing.T) {
 	c := etcdtest.Start(t, 1)
+	// A stray key beside the election's candidates, older than them: the
+	// election ignores it (concurrency.Election keys its candidates under
+	// election/ plus "/"), and so must the followers' view of the leader.
+	if _, err := c.Client(t).Put(context.Background(), "/t/election/x", "z"); err != nil {
+		t.Fatal(err)
+	}
 	a := newClient(t, c, "a")
 	waitFor(t, 30*time.Second, "a leads", func() bool { return a.Status().Leader })
 	b := newClient(t, c, "b")
