@@ -2,6 +2,7 @@ package tune
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"io"
 	"math"
@@ -595,6 +596,7 @@ func segments(xs []float64, hold int, change float64) []segment {
 		}
 	}
 	var out []segment
+	var last runningMedian // the values of out's last segment
 	for k, p := range starts {
 		end, q := len(xs), len(idx)
 		if k+1 < len(starts) {
@@ -605,24 +607,70 @@ func segments(xs []float64, hold int, change float64) []segment {
 		if k > 0 {
 			start = idx[p]
 		}
-		seg := segment{start: start, end: end, level: median(values(p, q))}
+		vs := values(p, q)
+		seg := segment{start: start, end: end, level: median(vs)}
 		if k > 0 && move(seg.level, out[len(out)-1].level) == 0 {
-			// Not a change after all: one stretch.
+			// Not a change after all: one stretch, whose level is the
+			// median of all its values (kept as they come, so that a long
+			// run of such merges stays linear).
 			prev := &out[len(out)-1]
 			prev.end = end
-			prev.level = median(values(slices.Index(idx, firstMeasured(xs, prev.start)), q))
+			for _, v := range vs {
+				last.add(v)
+			}
+			prev.level = last.median()
 			continue
+		}
+		last = runningMedian{}
+		for _, v := range vs {
+			last.add(v)
 		}
 		out = append(out, seg)
 	}
 	return out
 }
 
-// firstMeasured is the first index from i whose value is measured.
-func firstMeasured(xs []float64, i int) int {
-	for ; i < len(xs) && math.IsNaN(xs[i]); i++ {
+// runningMedian is the median of values that only ever grow in number, as
+// median computes it: the lower half in a max-heap, the upper half in a
+// min-heap, the lower holding the middle value of an odd count.
+type runningMedian struct{ lo, hi floatHeap }
+
+func (m *runningMedian) add(x float64) {
+	if m.lo.Len() == 0 || x <= -m.lo[0] {
+		heap.Push(&m.lo, -x) // negated: a min-heap of -x is a max-heap of x
+	} else {
+		heap.Push(&m.hi, x)
 	}
-	return i
+	switch {
+	case m.lo.Len() > m.hi.Len()+1:
+		heap.Push(&m.hi, -heap.Pop(&m.lo).(float64))
+	case m.hi.Len() > m.lo.Len():
+		heap.Push(&m.lo, -heap.Pop(&m.hi).(float64))
+	}
+}
+
+func (m *runningMedian) median() float64 {
+	switch {
+	case m.lo.Len() == 0:
+		return math.NaN()
+	case m.lo.Len() > m.hi.Len():
+		return -m.lo[0]
+	}
+	return (-m.lo[0] + m.hi[0]) / 2
+}
+
+// floatHeap is a min-heap of float64 (container/heap).
+type floatHeap []float64
+
+func (h floatHeap) Len() int           { return len(h) }
+func (h floatHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h floatHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *floatHeap) Push(x any)        { *h = append(*h, x.(float64)) }
+func (h *floatHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func countMeasured(xs []float64) int {

@@ -2,6 +2,7 @@ package tune
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -306,5 +307,50 @@ func TestScenarioFromHistoryMaxCycles(t *testing.T) {
 	}
 	if !strings.Contains(latest, "speed") {
 		t.Errorf("the third server's halving at cycle 175 is not in the scenario:\n%s", latest)
+	}
+}
+
+// TestRunningMedian: the running median equals median's at every length,
+// odd and even, with repeated values, on values added in any order.
+func TestRunningMedian(t *testing.T) {
+	var m runningMedian
+	if !math.IsNaN(m.median()) {
+		t.Fatalf("empty: %v, want NaN", m.median())
+	}
+	for i, step := range []struct{ add, want float64 }{
+		{5, 5}, {1, 3}, {9, 5}, {9, 7}, {2, 5}, {2, 3.5}, {-4, 2}, {7, 3.5},
+	} {
+		m.add(step.add)
+		if got := m.median(); got != step.want {
+			t.Errorf("after %d values: %v, want %v", i+1, got, step.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	var all []float64
+	m = runningMedian{}
+	for n := 1; n <= 500; n++ {
+		x := math.Round(rng.NormFloat64()*100) / 10
+		all = append(all, x)
+		m.add(x)
+		if got, want := m.median(), median(all); got != want {
+			t.Fatalf("after %d values: %v, want %v", n, got, want)
+		}
+	}
+}
+
+// BenchmarkSegmentsOscillating: a series whose moves are each undone
+// before they count, so that every segment merges into the one before —
+// the case a median recomputed over the whole stretch made quadratic.
+func BenchmarkSegmentsOscillating(b *testing.B) {
+	for _, n := range []int{10000, 40000} {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = []float64{1.15, 1.06, 1.0, 1.06}[i/3%4]
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				segments(xs, 3, 0.1)
+			}
+		})
 	}
 }
