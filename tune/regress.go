@@ -39,68 +39,16 @@ const HeldOutShare = 0.2
 // the samples in time order. A pair is left out when the next cycle is
 // missing, the server was not managed in either, its weight was 0, or no
 // server of the service had an active connection at t+1 (no outcome to
-// compare against).
+// compare against). It is a Sampler fed the records in time order.
 func SamplesFromHistory(recs []history.Record) []Sample {
-	type key struct{ service, server string }
-	byService := map[string][]time.Time{}
-	at := map[key]map[time.Time]*history.Record{}
-	for i := range recs {
-		r := &recs[i]
-		k := key{r.Service, r.Server}
-		if at[k] == nil {
-			at[k] = map[time.Time]*history.Record{}
-		}
-		at[k][r.Time] = r
-		byService[r.Service] = append(byService[r.Service], r.Time)
-	}
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b history.Record) int { return a.Time.Compare(b.Time) })
 	var out []Sample
-	services := make([]string, 0, len(byService))
-	for s := range byService {
-		services = append(services, s)
+	s := NewSampler(func(x Sample) { out = append(out, x) })
+	for _, r := range sorted {
+		s.Add(r)
 	}
-	slices.Sort(services)
-	for _, svc := range services {
-		times := byService[svc]
-		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-		times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
-		var servers []string
-		for k := range at {
-			if k.service == svc {
-				servers = append(servers, k.server)
-			}
-		}
-		slices.Sort(servers)
-		for c := 0; c+1 < len(times); c++ {
-			t, next := times[c], times[c+1]
-			type pending struct {
-				s       Sample
-				perUnit float64
-			}
-			var ps []pending
-			var sum float64
-			for _, srv := range servers {
-				now, then := at[key{svc, srv}][t], at[key{svc, srv}][next]
-				if now == nil || then == nil || now.Inputs == nil || now.State != "managed" ||
-					then.State != "managed" || now.WeightAfter <= 0 {
-					continue
-				}
-				in := now.Inputs
-				perUnit := float64(then.ActiveConns) / float64(now.WeightAfter)
-				ps = append(ps, pending{Sample{Time: t, Service: svc, Server: srv,
-					X: Vector{in.Input, in.CPU, in.Memory, in.Disk, in.Response, in.Process}}, perUnit})
-				sum += perUnit
-			}
-			if len(ps) < 2 || sum <= 0 {
-				continue
-			}
-			mean := sum / float64(len(ps))
-			for _, p := range ps {
-				p.s.Y = p.perUnit / mean
-				out = append(out, p.s)
-			}
-		}
-	}
-	slices.SortStableFunc(out, func(a, b Sample) int { return a.Time.Compare(b.Time) })
+	s.Flush()
 	return out
 }
 

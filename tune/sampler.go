@@ -66,7 +66,7 @@ func (s *Sampler) Add(r history.Record) {
 		s.pair(r.Service, c)
 		c.prev, c.cur, c.curTime = nil, map[string]point{}, r.Time
 	}
-	c.cur[r.Server] = p // a later record of the same cycle and server wins, as in SamplesFromHistory
+	c.cur[r.Server] = p // a later record of the same cycle and server wins
 }
 
 // Flush makes the samples of the last cycles held.
@@ -85,7 +85,7 @@ func (s *Sampler) Flush() {
 }
 
 // pair makes the samples of the service's previous cycle, whose outcome
-// is in its current one (SamplesFromHistory's rule).
+// is in its current one (the rule SamplesFromHistory documents).
 func (s *Sampler) pair(service string, c *cyclePair) {
 	if c.prev == nil {
 		return
@@ -125,7 +125,7 @@ func (s *Sampler) pair(service string, c *cyclePair) {
 }
 
 // flushPending emits the held samples of one time, by service (each
-// service's already by server), as SamplesFromHistory orders them.
+// service's already by server).
 func (s *Sampler) flushPending() {
 	slices.SortStableFunc(s.pending, func(a, b Sample) int { return strings.Compare(a.Service, b.Service) })
 	for _, smp := range s.pending {
