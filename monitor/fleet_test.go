@@ -318,13 +318,19 @@ func TestFleet(t *testing.T) {
 		return f.EtcdUp && !f.Leader && f.LeaderID == next.id && allEqual(t, ds)
 	})
 
-	// etcd down: every director holds its table (fail static).
+	// etcd down: every director holds its table (fail static). The tables
+	// are taken once each director has seen etcd gone, and only then does
+	// A's load move: a leader's cycle still running with etcd up may
+	// write, one after it may not.
+	c.Stop()
+	for _, d := range ds {
+		eventually(t, 30*time.Second, d.id+" sees etcd down", func() bool { return !d.fleet().EtcdUp })
+	}
 	before3 := map[string]map[netip.AddrPort]int{}
 	for _, d := range ds {
 		before3[d.id] = d.weights(t)
 		d.agents.set(agentOf(rsA), 1.8)
 	}
-	c.Stop()
 	for _, d := range ds {
 		d.waitCycles(t, 4)
 	}
