@@ -147,7 +147,7 @@ func DefaultConfig() Config {
 		AgentPort:     agent.DefaultPort,
 		MetricsListen: "127.0.0.1:9772", // no authentication, and it names every server: docs/metrics.md
 		ControlSocket: "/run/lvs-monitor/control.sock",
-		Coefficients:  policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
+		Coefficients:  policy.DefaultCoefficients(),
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 5},
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
