@@ -109,13 +109,17 @@ func DirectorSensitivity(c, def float64) float64 {
 
 // Sensitised is a resource reading u (0 … 1) of a server whose service's
 // median reading is m, counted with sensitivity k (ResourceSensitivity):
-// m·(u/m)^k — the server's departure from its service raised to k. k = 1
-// is u itself; a reading above the median reads busier as k grows, one
-// below it less busy; the level of the service (the median) stays. The
-// result may exceed 1: it is a divisor of the capacity observation, not
-// a utilisation (saturation and the measuring floor read u).
+// above the median, m·(u/m)^k — the server's excess over its service
+// raised to k — and u itself at or below it. k = 1 is u itself; a reading
+// above the median reads busier as k grows, less busy as it falls towards
+// 0 (the median). Only an excess counts: a server's reading below its
+// service's, amplified, would read a server cut for a slow disk, whose disk
+// its small share leaves nearly idle, as several times as capable as its
+// peers (in the simulator's disk-slow it went from weight 1 to 39). The
+// result may exceed 1: it is a divisor of the capacity observation, not a
+// utilisation (saturation and the measuring floor read u).
 func Sensitised(u, m, k float64) float64 {
-	if k == 1 || !(m > 0) || !(u > 0) || !(k >= 0) {
+	if k == 1 || !(m > 0) || !(u > m) || !(k >= 0) {
 		return u
 	}
 	return m * math.Pow(u/m, k)
@@ -128,15 +132,17 @@ const maxCorrectionRatio = 2.0
 
 // Correction is the factor an input x of a server (its service's median
 // ref) multiplies its resource reading by, with exponent s
-// (DirectorSensitivity): (x/ref)^s with the ratio bounded to [1/2, 2]
-// (maxCorrectionRatio). Above its service's median the input makes the
-// server read busier (a lower capacity), below less; s = 0, no reference
-// or a figure that is not a number is 1.
+// (DirectorSensitivity): (x/ref)^s for an input above its service's
+// median, the ratio bounded to 2 (maxCorrectionRatio). Only an excess
+// counts, as in Sensitised: a server answering faster than its service, or
+// sent less than its weight's share, is not read as more capable for it.
+// s = 0, no reference, an input at or below the median or a figure that is
+// not a number is 1.
 func Correction(x, ref, s float64) float64 {
-	if !(s > 0) || !(ref > 0) || !(x >= 0) || math.IsInf(x, 0) {
+	if !(s > 0) || !(ref > 0) || !(x > ref) || math.IsInf(x, 0) {
 		return 1
 	}
-	return math.Pow(clamp(x/ref, 1/maxCorrectionRatio, maxCorrectionRatio), s)
+	return math.Pow(math.Min(x/ref, maxCorrectionRatio), s)
 }
 
 // resourceSensitivity is ResourceSensitivity of the resource named r under
@@ -163,8 +169,8 @@ const (
 	InputProcess  = "process"
 )
 
-// Pressures are a server's inputs besides its resources, each where its
-// service's median is the reference (Correction): its share of new
+// Pressures are a server's inputs besides its resources, each against its
+// service's median (Correction): its share of new
 // connections per unit of its weight's share (INPUT ÷ weight share), its
 // probe time ÷ probe.reference (RESPONSE) and its runnable tasks per CPU
 // (PROCESS). A figure that is not known is NaN: no correction.

@@ -196,8 +196,9 @@ func TestDefaultCoefficients(t *testing.T) {
 // shipped on the server's figure ÷ its service's median, the ratio bounded
 // to [1/2, 2]) on a server 0.5 busy: a figure 1.5× its service's median
 // reads 0.5·1.5 = 0.75 at twice the shipped value, 0.5·1.5² = 1.125 at
-// three times, 0.5 at the shipped value and at 0; a figure 0.8× reads
-// 0.4 at twice (a lower reading: more capacity); 3× is bounded to 2×: 1.0.
+// three times, 0.5 at the shipped value and at 0; 3× is bounded to 2×:
+// 1.0. Only an excess over the service counts: a resource (0.3) or a
+// figure (0.8×) below its service's median reads as it is.
 func TestReadingSensitivities(t *testing.T) {
 	def := defaultCoefficients
 	with := func(f func(*Coefficients)) Coefficients { c := def; f(&c); return c }
@@ -219,7 +220,7 @@ func TestReadingSensitivities(t *testing.T) {
 	}{
 		{"cpu shipped 0.3", def, cpuBound, none, 0.8, "", ResourceCPU},
 		{"cpu raised 0.6", with(func(c *Coefficients) { c.CPU, c.Response = 0.6, 0 }), cpuBound, none, 1.28, ResourceCPU, ResourceCPU},
-		{"cpu 0: out, the disk is the bottleneck", with(func(c *Coefficients) { c.CPU, c.Disk = 0, 0.4 }), cpuBound, none, 0.5 * math.Pow(0.6, 4), ResourceDisk, ResourceDisk},
+		{"cpu 0: out, the disk is the bottleneck", with(func(c *Coefficients) { c.CPU, c.Disk = 0, 0.4 }), cpuBound, none, 0.3, "", ResourceDisk},
 		{"cpu 0, disk shipped", with(func(c *Coefficients) { c.CPU, c.Memory = 0, 0.4 }), cpuBound, none, 0.3, "", ResourceDisk},
 		{"disk shipped 0.1", def, diskBound, none, 0.8, "", ResourceDisk},
 		{"disk raised 0.2", with(func(c *Coefficients) { c.Disk, c.Response = 0.2, 0.2 }), diskBound, none, 1.28, ResourceDisk, ResourceDisk},
@@ -230,7 +231,7 @@ func TestReadingSensitivities(t *testing.T) {
 		{"memory 0: out", with(func(c *Coefficients) { c.Memory, c.Disk = 0, 0.2 }), memBound, none, 0.3, "", ResourceCPU},
 		{"response shipped 0.3", def, even, Pressures{Input: nan, Response: 1.5, Process: nan}, 0.5, "", ResourceCPU},
 		{"response raised 0.6", with(func(c *Coefficients) { c.Response, c.Disk, c.Memory, c.Process = 0.6, 0, 0, 0 }), even, Pressures{Input: nan, Response: 1.5, Process: nan}, 0.75, InputResponse, ResourceCPU},
-		{"response raised 0.6, 0.8× its service", with(func(c *Coefficients) { c.Response, c.Disk, c.Memory, c.Process = 0.6, 0, 0, 0 }), even, Pressures{Input: nan, Response: 0.8, Process: nan}, 0.4, InputResponse, ResourceCPU},
+		{"response raised 0.6, 0.8× its service", with(func(c *Coefficients) { c.Response, c.Disk, c.Memory, c.Process = 0.6, 0, 0, 0 }), even, Pressures{Input: nan, Response: 0.8, Process: nan}, 0.5, "", ResourceCPU},
 		{"response raised 0.6, 3× bounded to 2×", with(func(c *Coefficients) { c.Response, c.Disk, c.Memory, c.Process = 0.6, 0, 0, 0 }), even, Pressures{Input: nan, Response: 3, Process: nan}, 1, InputResponse, ResourceCPU},
 		{"response 0: out", with(func(c *Coefficients) { c.Response, c.CPU = 0, 0.6 }), even, Pressures{Input: nan, Response: 1.5, Process: nan}, 0.5, "", ResourceCPU},
 		{"process shipped 0.1", def, even, Pressures{Input: nan, Response: nan, Process: 1.2}, 0.5, "", ResourceCPU},
@@ -280,11 +281,14 @@ func TestSensitivityEdges(t *testing.T) {
 		{"sensitised, k 1", Sensitised(0.8, 0.5, 1), 0.8},
 		{"sensitised, no median", Sensitised(0.8, 0, 3), 0.8},
 		{"sensitised, k 0: the median", Sensitised(0.8, 0.5, 0), 0.5},
-		{"sensitised, below the median", Sensitised(0.25, 0.5, 2), 0.125},
+		{"sensitised, at the median", Sensitised(0.5, 0.5, 3), 0.5},
+		{"sensitised, below the median", Sensitised(0.25, 0.5, 2), 0.25},
+		{"sensitised, above the median, k 0.5", Sensitised(0.72, 0.5, 0.5), 0.6},
 		{"correction, no reference", Correction(1.5, 0, 1), 1},
 		{"correction, NaN", Correction(math.NaN(), 1, 1), 1},
 		{"correction, s 0", Correction(1.5, 1, 0), 1},
-		{"correction, bounded below", Correction(0.1, 1, 2), 0.25},
+		{"correction, below the median", Correction(0.1, 1, 2), 1},
+		{"correction, bounded above", Correction(5, 1, 2), 4},
 	} {
 		if !near(tt.got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, tt.got, tt.want)
