@@ -97,9 +97,11 @@ func ResourceSensitivity(c, def float64) float64 {
 // DirectorSensitivity is the exponent of a director-side or queue input's
 // correction (input, response, process; Correction) whose coefficient is
 // c, shipped value def: (c − def) ÷ def above def, else 0. Up to their
-// shipped values these inputs do not move the capacity controller (what
-// it measured costs nothing there, docs/design.md "Capacity against the
-// bottleneck"); each step of def above it counts the input once more.
+// shipped values these inputs do not move the capacity controller: one
+// probe, one sample of a run queue or one interval's share of connections
+// is noise that, counted, becomes weight writes (docs/design.md, "Capacity
+// against the bottleneck"); each step of def above it counts the input
+// once more.
 func DirectorSensitivity(c, def float64) float64 {
 	if !(def > 0) || !(c > def) {
 		return 0
@@ -109,25 +111,30 @@ func DirectorSensitivity(c, def float64) float64 {
 
 // Sensitised is a resource reading u (0 … 1) of a server whose service's
 // median reading is m, counted with sensitivity k (ResourceSensitivity):
-// above the median, m·(u/m)^k — the server's excess over its service
-// raised to k — and u itself at or below it. k = 1 is u itself; a reading
-// above the median reads busier as k grows, less busy as it falls towards
-// 0 (the median). Only an excess counts: a server's reading below its
-// service's, amplified, would read a server cut for a slow disk, whose disk
-// its small share leaves nearly idle, as several times as capable as its
-// peers (in the simulator's disk-slow it went from weight 1 to 39). The
-// result may exceed 1: it is a divisor of the capacity observation, not a
-// utilisation (saturation and the measuring floor read u).
+// above the reference r = max(m, MinCapacityBusy), r·(u/r)^k — the
+// server's excess over its service raised to k, the ratio bounded to
+// maxCorrectionRatio — and u itself at or below it. k = 1 is u itself; a
+// reading above the reference reads busier as k grows, less busy as k
+// falls towards 0 (the reference). Only an excess counts: amplified, a
+// reading below its service's would make a server cut for a slow device,
+// which its small share leaves nearly idle, read as several times as
+// capable as its peers and go back to full weight. The reference is at
+// least MinCapacityBusy so that a server lightly busy among idle peers is
+// not read as hot. The result may exceed 1: it is a divisor of the
+// capacity observation, not a utilisation (saturation and the measuring
+// floor read u).
 func Sensitised(u, m, k float64) float64 {
-	if k == 1 || !(m > 0) || !(u > m) || !(k >= 0) {
+	r := math.Max(m, MinCapacityBusy)
+	if k == 1 || !(u > r) || !(k >= 0) {
 		return u
 	}
-	return m * math.Pow(u/m, k)
+	return r * math.Pow(math.Min(u/r, maxCorrectionRatio), k)
 }
 
-// maxCorrectionRatio bounds an input's ratio to its service's median in
-// Correction: one probe or one sample of a run queue swings, and a server
-// twice as slow as its service is as clear a signal as ten times.
+// maxCorrectionRatio bounds a server's ratio to its service's median in
+// Sensitised and Correction: one probe or one sample of a run queue
+// swings, and a server twice as busy or as slow as its service is as clear
+// a signal as ten times.
 const maxCorrectionRatio = 2.0
 
 // Correction is the factor an input x of a server (its service's median
