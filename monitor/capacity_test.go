@@ -289,7 +289,9 @@ func setResources(r *rig, addr string, cpu, ioBusy, psiMemory float64) {
 // figures. A and C are CPU-bound (CPU 0.5, disk 0.2 busy, 100 connections:
 // 200 per unit of busy); B's disk is 95 % busy at 20 % CPU and it serves
 // 40. With a disk coefficient B's capacity is 40 ÷ 0.95 = 42.1, 0.21× the
-// median, saturated alone: weight 10 × 0.21 → 2 at once. With disk = 0 it
+// median, saturated alone: weight 10 × 0.21 → 2 at once. With disk = 0.2
+// (sensitivity 2) its disk reads 0.5 × (0.95/0.5)² = 1.805, 1.90× its busy
+// fraction: 40 ÷ 1.805 = 22.2, 0.11×: weight 1. With disk = 0 it
 // is 40 ÷ 0.2 = 200, as its peers': weight kept. The same for memory
 // pressure (PSI memory some 95 %, disk idle).
 func TestCapacityDiskBoundServer(t *testing.T) {
@@ -301,11 +303,13 @@ func TestCapacityDiskBoundServer(t *testing.T) {
 		ioBusy, psiMemory  float64
 		wantB              int
 		wantNote           string
+		wantDriver         string // in the history record; "" at the shipped coefficients
 	}{
-		{"disk bound, disk 0.1", "", 0.95, 0, 2, "bottleneck disk 95% busy (CPU 20%)"},
-		{"disk bound, disk 0", withMemory, 0.95, 0, 10, ""},
-		{"memory bound, memory 0.1", "", 0.05, 95, 2, "bottleneck memory 95% busy (CPU 20%)"},
-		{"memory bound, memory 0", withDisk, 0.05, 95, 10, ""},
+		{"disk bound, disk 0.1", "", 0.95, 0, 2, "bottleneck disk 95% busy (CPU 20%)", ""},
+		{"disk bound, disk 0.2", withDisk, 0.95, 0, 1, "bottleneck disk 95% busy (CPU 20%); read 1.90× its busy fraction, most from disk", "disk"},
+		{"disk bound, disk 0", withMemory, 0.95, 0, 10, "", ""},
+		{"memory bound, memory 0.1", "", 0.05, 95, 2, "bottleneck memory 95% busy (CPU 20%)", ""},
+		{"memory bound, memory 0", withDisk, 0.05, 95, 10, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
@@ -329,6 +333,9 @@ func TestCapacityDiskBoundServer(t *testing.T) {
 			must(t, err)
 			if tt.wantNote != "" && !strings.Contains(e.Dest.Reason, tt.wantNote) {
 				t.Errorf("B's reason %q does not name its bottleneck (%q)", e.Dest.Reason, tt.wantNote)
+			}
+			if c := historyRecord(CycleReport{}, &e.Dest).Capacity; c == nil || c.Driver != tt.wantDriver || (c.Driver == "") != (c.Reading == 0) {
+				t.Errorf("B's history record capacity %+v, want driver %q (and a reading with it)", c, tt.wantDriver)
 			}
 		})
 	}
