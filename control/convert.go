@@ -157,6 +157,9 @@ func (s *Server) status(st monitor.Status) api.Status {
 			}
 			if c := d.Decision.Trace.Capacity; c != nil {
 				row.Capacity = &api.Capacity{Factor: finite(c.Factor), CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Weight: c.Weight, SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut}
+				if c.Driver != "" {
+					row.Capacity.Reading, row.Capacity.Driver = c.Reading, c.Driver
+				}
 			}
 			countServer(&ss.Summary, *d)
 			ss.Servers = append(ss.Servers, row)

@@ -144,8 +144,13 @@ type Capacity struct {
 	// the estimate used more than the CPU, whose estimate used CPU.
 	Busy       float64 `json:"busy,omitempty"`
 	Bottleneck string  `json:"bottleneck,omitempty"`
-	Estimate   float64 `json:"estimate"`        // smoothed capacity after this cycle
-	Error      float64 `json:"error,omitempty"` // the estimate's relative standard error
+	// Reading is what the connections served were divided by when the
+	// coefficients moved it from Busy, Driver the input that moved it
+	// most; both absent when it is Busy (the shipped coefficients).
+	Reading  float64 `json:"reading,omitempty"`
+	Driver   string  `json:"driver,omitempty"`
+	Estimate float64 `json:"estimate"`        // smoothed capacity after this cycle
+	Error    float64 `json:"error,omitempty"` // the estimate's relative standard error
 }
 
 // Formula is the LVS formula's step.

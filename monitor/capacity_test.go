@@ -289,28 +289,33 @@ func setResources(r *rig, addr string, cpu, ioBusy, psiMemory float64) {
 // figures. A and C are CPU-bound (CPU 0.5, disk 0.2 busy, 100 connections:
 // 200 per unit of busy); B's disk is 95 % busy at 20 % CPU and it serves
 // 40. With a disk coefficient B's capacity is 40 ÷ 0.95 = 42.1, 0.21× the
-// median, saturated alone: weight 10 × 0.21 → 2 at once. With disk = 0 it
+// median, saturated alone: weight 10 × 0.21 → 2 at once. With disk = 0.2
+// (sensitivity 2) its disk reads 0.5 × (0.95/0.5)² = 1.805, 1.90× its busy
+// fraction: 40 ÷ 1.805 = 22.2, 0.11×: weight 1. With disk = 0 it
 // is 40 ÷ 0.2 = 200, as its peers': weight kept. The same for memory
 // pressure (PSI memory some 95 %, disk idle).
 func TestCapacityDiskBoundServer(t *testing.T) {
-	withDisk := "cpu = 0.9\nmemory = 0.0\ndisk = 0.1\n"
-	withMemory := "cpu = 0.9\nmemory = 0.1\ndisk = 0.0\n"
+	withDisk := "memory = 0.0\ndisk = 0.2\n"     // memory out (its share to disk: B's disk counts twice as strongly)
+	withMemory := "memory = 0.2\ndisk = 0.0\n"   // disk out
+	const shipped = "memory = 0.1\ndisk = 0.1\n" // capacityConfig's
 	for _, tt := range []struct {
 		name, coefficients string
 		ioBusy, psiMemory  float64
 		wantB              int
 		wantNote           string
+		wantDriver         string // in the history record; "" at the shipped coefficients
 	}{
-		{"disk bound, disk 0.1", withDisk, 0.95, 0, 2, "bottleneck disk 95% busy (CPU 20%)"},
-		{"disk bound, disk 0", "", 0.95, 0, 10, ""},
-		{"memory bound, memory 0.1", withMemory, 0.05, 95, 2, "bottleneck memory 95% busy (CPU 20%)"},
-		{"memory bound, memory 0", withDisk, 0.05, 95, 10, ""},
+		{"disk bound, disk 0.1", "", 0.95, 0, 2, "bottleneck disk 95% busy (CPU 20%)", ""},
+		{"disk bound, disk 0.2", withDisk, 0.95, 0, 1, "bottleneck disk 95% busy (CPU 20%); read 1.90× its busy fraction, most from disk", "disk"},
+		{"disk bound, disk 0", withMemory, 0.95, 0, 10, "", ""},
+		{"memory bound, memory 0.1", "", 0.05, 95, 2, "bottleneck memory 95% busy (CPU 20%)", ""},
+		{"memory bound, memory 0", withDisk, 0.05, 95, 10, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			conf := capacityConfig("")
 			if tt.coefficients != "" {
-				conf = strings.Replace(conf, "cpu = 1.0\nmemory = 0.0\ndisk = 0.0\n", tt.coefficients, 1)
+				conf = strings.Replace(conf, shipped, tt.coefficients, 1)
 			}
 			cfg, err := ParseConfig("t.toml", []byte(conf))
 			must(t, err)
@@ -329,16 +334,19 @@ func TestCapacityDiskBoundServer(t *testing.T) {
 			if tt.wantNote != "" && !strings.Contains(e.Dest.Reason, tt.wantNote) {
 				t.Errorf("B's reason %q does not name its bottleneck (%q)", e.Dest.Reason, tt.wantNote)
 			}
+			if c := historyRecord(CycleReport{}, &e.Dest).Capacity; c == nil || c.Driver != tt.wantDriver || (c.Driver == "") != (c.Reading == 0) {
+				t.Errorf("B's history record capacity %+v, want driver %q (and a reading with it)", c, tt.wantDriver)
+			}
 		})
 	}
 }
 
 // TestCoefficientWarnings: under the capacity controller, -check warns
-// about input, response and process set away from their defaults (they
-// count only in the displayed load); not at their defaults, not for cpu,
-// disk and memory, and not under the LVS formula, which reads them all.
-// With cpu, disk and memory all 0 it warns that the CPU is measured
-// anyway (and about input, response and process, moved from their defaults).
+// about input, response and process set above 0 but below their defaults
+// (the controller counts them only above their defaults: such a value acts
+// as 0); not at 0, not at or above their defaults, not for cpu, disk and
+// memory, and not under the LVS formula, which reads them all by size.
+// With cpu, disk and memory all 0 it warns that the CPU is measured anyway.
 func TestCoefficientWarnings(t *testing.T) {
 	const service = "[[service]]\naddress = \"192.0.2.10:80/tcp\"\n[[service.server]]\naddress = \"198.51.100.11:80\"\nweight = 10\n"
 	for _, tt := range []struct {
@@ -346,10 +354,11 @@ func TestCoefficientWarnings(t *testing.T) {
 		wants      []string
 	}{
 		{"defaults", "[coefficients]\ninput = 0.1\ncpu = 0.3\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n" + service, nil},
-		{"moved to the ignored ones", "[coefficients]\ninput = 0.2\ncpu = 0.2\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n" + service,
-			[]string{`w.toml:2: warning: coefficients.input: does not change the "capacity" controller's weights`}},
-		{"cpu only", "[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n" + service,
-			[]string{`w.toml:2: warning: coefficients.input:`, `w.toml:6: warning: coefficients.response:`, `w.toml:7: warning: coefficients.process:`}},
+		{"raised: they count", "[coefficients]\ninput = 0.2\ncpu = 0.2\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n" + service, nil},
+		{"below their defaults", "[coefficients]\ninput = 0.05\ncpu = 0.3\nmemory = 0.1\ndisk = 0.4\nresponse = 0.1\nprocess = 0.05\n" + service,
+			[]string{`w.toml:2: warning: coefficients.input: 0.05 is below its default 0.1: the "capacity" controller counts it only above 0.1, so its weights are as with 0`,
+				`w.toml:6: warning: coefficients.response: 0.1 is below its default 0.3`, `w.toml:7: warning: coefficients.process: 0.05 is below its default 0.1`}},
+		{"cpu only: 0 is out, no warning", "[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n" + service, nil},
 		{"the LVS formula reads them all", "[weight]\ncontroller = \"lvs\"\n[coefficients]\ninput = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n" + service, nil},
 	} {
 		_, ws, err := CheckConfig("w.toml", []byte(tt.conf))
@@ -368,7 +377,7 @@ func TestCoefficientWarnings(t *testing.T) {
 		}
 	}
 	_, ws, err := CheckConfig("w.toml", []byte("[coefficients]\ninput = 0.5\ncpu = 0.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.5\nprocess = 0.0\n"+service))
-	if err != nil || len(ws) != 4 || !strings.HasPrefix(ws[0].String(), `w.toml:1: warning: coefficients: cpu, disk and memory are all 0`) {
+	if err != nil || len(ws) != 1 || !strings.HasPrefix(ws[0].String(), `w.toml:1: warning: coefficients: cpu, disk and memory are all 0`) {
 		t.Errorf("no resource coefficient under the capacity controller: error %v, warnings %v", err, ws)
 	}
 }

@@ -147,7 +147,7 @@ func DefaultConfig() Config {
 		AgentPort:     agent.DefaultPort,
 		MetricsListen: "127.0.0.1:9772", // no authentication, and it names every server: docs/metrics.md
 		ControlSocket: "/run/lvs-monitor/control.sock",
-		Coefficients:  policy.Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1},
+		Coefficients:  policy.DefaultCoefficients(),
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
 			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 5},
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
@@ -269,39 +269,37 @@ func CheckConfig(name string, data []byte) (Config, []ConfigWarning, error) {
 	return cfg, ws, nil
 }
 
-// ignoredCoefficients warns, under the capacity controller, about each
-// coefficient the file sets away from its default that does not change
-// that controller's weights (docs/design.md, "Capacity against the
-// bottleneck"): input, response and process count only in the displayed
-// load. At their defaults (as in the example file) they are not a choice,
-// and are not warned about.
+// ignoredCoefficients warns, under the capacity controller, about each of
+// input, response and process that the file sets above 0 but below its
+// default: that controller counts them only above their defaults
+// (policy.DirectorSensitivity; docs/design.md, "Capacity against the
+// bottleneck"), so such a value acts as 0 there and only the displayed load
+// reads it. At 0 (out) and from their defaults up they mean what they
+// say, and are not warned about.
 func ignoredCoefficients(file string, idx fileIndex, cfg Config) []ConfigWarning {
 	if cfg.Weight.Controller != policy.ControllerCapacity {
 		return nil
 	}
 	c, def := cfg.Coefficients, DefaultConfig().Coefficients
-	ignored := map[string]struct {
-		v, def float64
-		why    string
-	}{
-		"coefficients.input":    {c.Input, def.Input, "the connections a server served are what the controller divides by its busiest resource, whatever this coefficient"},
-		"coefficients.response": {c.Response, def.Response, "the probe decides availability (probe_timeout, availability.fall), not capacity"},
-		"coefficients.process":  {c.Process, def.Process, "runnable tasks beyond the CPUs show as CPU busy, which the cpu coefficient counts"},
+	ignored := map[string]struct{ v, def float64 }{
+		"coefficients.input":    {c.Input, def.Input},
+		"coefficients.response": {c.Response, def.Response},
+		"coefficients.process":  {c.Process, def.Process},
 	}
 	var ws []ConfigWarning
 	if policy.NoResource(c) {
 		ws = append(ws, ConfigWarning{File: file, Line: idx.lines["coefficients"], Key: "coefficients",
-			Msg: fmt.Sprintf("cpu, disk and memory are all 0: the %q controller has no resource enabled to measure capacity against, and measures it per unit of CPU busy as if cpu were above 0",
+			Msg: fmt.Sprintf("cpu, disk and memory are all 0: the %q controller has no resource enabled to measure capacity against, and measures it per unit of CPU busy as if cpu were at its default",
 				policy.ControllerCapacity)})
 	}
 	for _, s := range idx.settings {
 		k, ok := ignored[schemaKey(s.path)]
-		if !ok || k.v == k.def {
+		if !ok || !(k.v > 0 && k.v < k.def) {
 			continue
 		}
 		ws = append(ws, ConfigWarning{File: file, Line: s.line, Key: s.key(),
-			Msg: fmt.Sprintf("does not change the %q controller's weights, only the displayed load: %s (only weight.controller = %q reads it)",
-				policy.ControllerCapacity, k.why, policy.ControllerLVS)})
+			Msg: fmt.Sprintf("%g is below its default %g: the %q controller counts it only above %g, so its weights are as with 0; only the displayed load reads %g",
+				k.v, k.def, policy.ControllerCapacity, k.def, k.v)})
 	}
 	return ws
 }

@@ -480,8 +480,13 @@ func TestTableChangesBetweenCycles(t *testing.T) {
 	}
 }
 
-// capacityConfig is cpuOnlyConfig with the capacity controller and the
-// given extra [weight] lines.
+// capacityConfig is cpuOnlyConfig with the capacity controller, the given
+// extra [weight] lines and the shipped coefficients: cpu = 1.0 would count
+// a CPU busier than its service's with sensitivity 1.0 ÷ 0.3, where these
+// tests want the CPU read as measured (the rig's agents report no disk or
+// memory pressure, so the CPU is the bottleneck).
 func capacityConfig(weight string) string {
-	return strings.Replace(cpuOnlyConfig, "controller = \"lvs\"\n", "controller = \"capacity\"\n"+weight, 1)
+	c := strings.Replace(cpuOnlyConfig, "controller = \"lvs\"\n", "controller = \"capacity\"\n"+weight, 1)
+	return strings.Replace(c, "input = 0.0\ncpu = 1.0\nmemory = 0.0\ndisk = 0.0\nresponse = 0.0\nprocess = 0.0\n",
+		"input = 0.1\ncpu = 0.3\nmemory = 0.1\ndisk = 0.1\nresponse = 0.3\nprocess = 0.1\n", 1)
 }

@@ -195,6 +195,9 @@ func historyRecord(rep CycleReport, d *DestStatus) history.Record {
 	}
 	if c := tr.Capacity; c != nil {
 		r.Capacity = &history.Capacity{Weight: c.Weight, Factor: finite(c.Factor), SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error}
+		if c.Driver != "" {
+			r.Capacity.Reading, r.Capacity.Driver = c.Reading, c.Driver
+		}
 	}
 	if f := tr.Formula; f != nil {
 		r.Formula = &history.Formula{Before: f.Before, Load: finite(f.Load), Step: finite(f.Step), Raw: finite(f.Raw),

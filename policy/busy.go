@@ -1,5 +1,7 @@
 package policy
 
+import "math"
+
 // The server resources the capacity controller measures capacity against,
 // as CapacityStep.Bottleneck names them.
 const (
@@ -34,14 +36,15 @@ func (o *Observed) Figures() ResourceFigures {
 // utilisation of its bottleneck, the busiest of the resources whose
 // coefficient is above 0 (c.CPU: the CPU busy fraction, c.Disk: the disk
 // I/O busy fraction, c.Memory: the memory pressure), and that resource's
-// name. A coefficient's size does not scale its resource: a disk 95 % busy
-// is the bottleneck of a server whose CPU is 30 % busy whatever the two
-// coefficients are, and the weight of a coefficient in the displayed load
-// does not say how close its resource is to saturation (docs/design.md,
-// "Capacity against the bottleneck"). On a tie the earlier of cpu, disk,
-// memory is named. With none of the three above 0 (NoResource) the CPU is
-// measured, as the controller did before it read the coefficients:
-// lvs-monitor -check warns about such a set.
+// name. Which resource is the bottleneck is the resources' own figures'
+// business: a disk 95 % busy is the bottleneck of a server whose CPU is
+// 30 % busy whatever the two coefficients are. A coefficient's size sets
+// how strongly a server's departure from its service on that resource
+// counts (Reading, ResourceSensitivity), not which resource is the
+// bottleneck (docs/design.md, "Capacity against the bottleneck"). On a tie
+// the earlier of cpu, disk, memory is named. With none of the three above
+// 0 (NoResource) the CPU is measured, as the controller did before it read
+// the coefficients: lvs-monitor -check warns about such a set.
 func Busy(f ResourceFigures, c Coefficients) (busy float64, bottleneck string) {
 	if NoResource(c) {
 		return f.CPU, ResourceCPU
@@ -68,4 +71,153 @@ func Busy(f ResourceFigures, c Coefficients) (busy float64, bottleneck string) {
 // controller then falls back to the CPU (Busy) rather than refusing it.
 func NoResource(c Coefficients) bool {
 	return !(c.CPU > 0 || c.Disk > 0 || c.Memory > 0)
+}
+
+// DefaultCoefficients are the shipped coefficients (seed 004's example for
+// a web cluster). For the capacity controller they are the reference each
+// coefficient's sensitivity is measured from (ResourceSensitivity,
+// DirectorSensitivity).
+func DefaultCoefficients() Coefficients {
+	return Coefficients{Input: 0.1, CPU: 0.3, Memory: 0.1, Disk: 0.1, Response: 0.3, Process: 0.1}
+}
+
+// ResourceSensitivity is how strongly the capacity controller counts a
+// server's departure from its service on a resource (cpu, disk, memory)
+// whose coefficient is c, shipped value def: c ÷ def. At the shipped
+// value 1 (the reading as measured), raised above 1 (a busier-than-usual
+// resource reads busier still), below it less; 0 takes the resource out
+// (Busy does not consider it).
+func ResourceSensitivity(c, def float64) float64 {
+	if !(c > 0) || !(def > 0) {
+		return 0
+	}
+	return c / def
+}
+
+// DirectorSensitivity is the exponent of a director-side or queue input's
+// correction (input, response, process; Correction) whose coefficient is
+// c, shipped value def: (c − def) ÷ def above def, else 0. Up to their
+// shipped values these inputs do not move the capacity controller: one
+// probe, one sample of a run queue or one interval's share of connections
+// is noise that, counted, becomes weight writes (docs/design.md, "Capacity
+// against the bottleneck"); each step of def above it counts the input
+// once more.
+func DirectorSensitivity(c, def float64) float64 {
+	if !(def > 0) || !(c > def) {
+		return 0
+	}
+	return (c - def) / def
+}
+
+// Sensitised is a resource reading u (0 … 1) of a server whose service's
+// median reading is m, counted with sensitivity k (ResourceSensitivity):
+// above the reference r = max(m, MinCapacityBusy), r·(u/r)^k — the
+// server's excess over its service raised to k, the ratio bounded to
+// maxCorrectionRatio — and u itself at or below it. k = 1 is u itself; a
+// reading above the reference reads busier as k grows, less busy as k
+// falls towards 0 (the reference). Only an excess counts: amplified, a
+// reading below its service's would make a server cut for a slow device,
+// which its small share leaves nearly idle, read as several times as
+// capable as its peers and go back to full weight. The reference is at
+// least MinCapacityBusy so that a server lightly busy among idle peers is
+// not read as hot. The result may exceed 1: it is a divisor of the
+// capacity observation, not a utilisation (saturation and the measuring
+// floor read u).
+func Sensitised(u, m, k float64) float64 {
+	r := math.Max(m, MinCapacityBusy)
+	if k == 1 || !(u > r) || !(k >= 0) {
+		return u
+	}
+	return r * math.Pow(math.Min(u/r, maxCorrectionRatio), k)
+}
+
+// maxCorrectionRatio bounds a server's ratio to its service's median in
+// Sensitised and Correction: one probe or one sample of a run queue
+// swings, and a server twice as busy or as slow as its service is as clear
+// a signal as ten times.
+const maxCorrectionRatio = 2.0
+
+// Correction is the factor an input x of a server (its service's median
+// ref) multiplies its resource reading by, with exponent s
+// (DirectorSensitivity): (x/ref)^s for an input above its service's
+// median, the ratio bounded to 2 (maxCorrectionRatio). Only an excess
+// counts, as in Sensitised: a server answering faster than its service, or
+// sent less than its weight's share, is not read as more capable for it.
+// s = 0, no reference, an input at or below the median or a figure that is
+// not a number is 1.
+func Correction(x, ref, s float64) float64 {
+	if !(s > 0) || !(ref > 0) || !(x > ref) || math.IsInf(x, 0) {
+		return 1
+	}
+	return math.Pow(math.Min(x/ref, maxCorrectionRatio), s)
+}
+
+// resourceSensitivity is ResourceSensitivity of the resource named r under
+// c; the CPU measured for want of any resource (NoResource) counts as
+// measured (1).
+func resourceSensitivity(r string, c Coefficients) float64 {
+	def := DefaultCoefficients()
+	switch {
+	case NoResource(c):
+		return 1
+	case r == ResourceDisk:
+		return ResourceSensitivity(c.Disk, def.Disk)
+	case r == ResourceMemory:
+		return ResourceSensitivity(c.Memory, def.Memory)
+	}
+	return ResourceSensitivity(c.CPU, def.CPU)
+}
+
+// The inputs besides the resources that can move the capacity
+// controller's reading, as CapacityStep.Driver names them.
+const (
+	InputShare    = "input"
+	InputResponse = "response"
+	InputProcess  = "process"
+)
+
+// Pressures are a server's inputs besides its resources, each against its
+// service's median (Correction): its share of new
+// connections per unit of its weight's share (INPUT ÷ weight share), its
+// probe time ÷ probe.reference (RESPONSE) and its runnable tasks per CPU
+// (PROCESS). A figure that is not known is NaN: no correction.
+type Pressures struct {
+	Input, Response, Process float64
+}
+
+// Reading is the figure the capacity controller divides a server's
+// connections served by: its bottleneck's busy fraction busy (Busy; the
+// resource named bottleneck) counted with that resource's sensitivity
+// against its service's median busy fraction medianBusy (Sensitised),
+// times the correction of each of input, response and process against
+// its service's median ref (Correction, DirectorSensitivity). At the
+// shipped coefficients it is busy itself. driver names the input whose
+// factor moved the reading most (the bottleneck, "input", "response",
+// "process"); "" when the reading is busy.
+func Reading(busy, medianBusy float64, bottleneck string, x, ref Pressures, c Coefficients) (reading float64, driver string) {
+	def := DefaultCoefficients()
+	reading = Sensitised(busy, medianBusy, resourceSensitivity(bottleneck, c))
+	most := 0.0
+	if reading != busy && busy > 0 {
+		most, driver = math.Abs(math.Log(reading/busy)), bottleneck
+	}
+	for _, in := range []struct {
+		name       string
+		x, ref, cf float64
+		def        float64
+	}{
+		{InputShare, x.Input, ref.Input, c.Input, def.Input},
+		{InputResponse, x.Response, ref.Response, c.Response, def.Response},
+		{InputProcess, x.Process, ref.Process, c.Process, def.Process},
+	} {
+		f := Correction(in.x, in.ref, DirectorSensitivity(in.cf, in.def))
+		if f == 1 {
+			continue
+		}
+		reading *= f
+		if d := math.Abs(math.Log(f)); d > most {
+			most, driver = d, in.name
+		}
+	}
+	return reading, driver
 }

@@ -360,6 +360,13 @@ type CapacityStep struct {
 	CPU, Busy  float64
 	Bottleneck string
 	Estimate   float64
+	// Reading is what the connections served were divided by: Busy
+	// counted with the coefficients' sensitivities (Reading; Busy itself
+	// at the shipped coefficients). Driver names the input that moved it
+	// most from Busy (the bottleneck's name, "input", "response",
+	// "process"); "" when it is Busy.
+	Reading float64
+	Driver  string
 	// Error is the estimate's relative standard error (EstimateError);
 	// 0 while the noise is not known (fewer than minNoisePairs pairs of
 	// observations).
@@ -412,10 +419,54 @@ func (c CapacityStep) busyText() string {
 // verdict, "; bottleneck disk 97% busy (CPU 12%)"; "" for the CPU, so that
 // a CPU-bound server's reasons read as they always have.
 func (c CapacityStep) bottleneckNote() string {
-	if c.Bottleneck == "" || c.Bottleneck == ResourceCPU {
+	var note string
+	if c.Bottleneck != "" && c.Bottleneck != ResourceCPU {
+		note = "; bottleneck " + c.busyText()
+	}
+	return note + c.driverNote()
+}
+
+// driverNote says how far the coefficients moved the reading from the
+// bottleneck's busy fraction and which input moved it most, "; read 1.45×
+// its busy fraction, most from response"; "" when they did not (the
+// shipped coefficients).
+func (c CapacityStep) driverNote() string {
+	if c.Driver == "" || !(c.Busy > 0) {
 		return ""
 	}
-	return "; bottleneck " + c.busyText()
+	return fmt.Sprintf("; read %.2f× its busy fraction, most from %s", c.Reading/c.Busy, c.Driver)
+}
+
+// pressures returns each server's Pressures (Reading) and their medians
+// over the servers that have them. Each input is taken from the server's
+// trace (Engine.assess fills it in before Measure): its share of new
+// connections per unit of its kernel weight's share of the service's
+// weights, when its counter has an earlier reading; its probe time ÷
+// reference, when probed; its runnable tasks per CPU, with an agent reply.
+func pressures(servers []Server) ([]Pressures, Pressures) {
+	x := make([]Pressures, len(servers))
+	var weights float64
+	for _, sv := range servers {
+		weights += float64(max(sv.Obs.Kernel, 0))
+	}
+	var in, resp, proc []float64
+	for i, sv := range servers {
+		o, tr := sv.Obs, &sv.Out.Trace
+		x[i] = Pressures{Input: math.NaN(), Response: math.NaN(), Process: math.NaN()}
+		if o.NewConns >= 0 && o.Kernel > 0 && weights > 0 {
+			x[i].Input = tr.Inputs.Input * weights / float64(len(servers)) / float64(o.Kernel)
+			in = append(in, x[i].Input)
+		}
+		if o.reachable() && tr.Inputs.Response > 0 {
+			x[i].Response = tr.Inputs.Response
+			resp = append(resp, x[i].Response)
+		}
+		if o.agentOK() {
+			x[i].Process = o.Process
+			proc = append(proc, o.Process)
+		}
+	}
+	return x, Pressures{Input: median(in), Response: median(resp), Process: median(proc)}
 }
 
 // capacityController weighs servers by their measured capacity: the
@@ -458,6 +509,12 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		}
 	}
 	medianBusy := median(busies)
+	x, ref := pressures(servers)
+	for i, sv := range servers {
+		if sv.Obs.agentOK() {
+			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, steps[i].Bottleneck, x[i], ref, cc.coef)
+		}
+	}
 	maxEst := 0.0
 	peers := make([]CapacityPeer, len(servers))
 	for i, sv := range servers {
@@ -478,7 +535,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			steps[i].NothingServed = true
 		case measured && busy >= MinCapacityBusy:
 			cs.NLB = 0
-			obs, noise := served/busy, cs.knownNoise()
+			obs, noise := served/steps[i].Reading, cs.knownNoise()
 			if cs.LastObs > 0 && obs > 0 {
 				cs.NNoise++
 				cs.Noise = ObservationNoise(cs.Noise, cs.NNoise, obs, cs.LastObs)

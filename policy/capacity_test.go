@@ -298,7 +298,7 @@ func TestDecideCapacityRampWithoutDecision(t *testing.T) {
 // until it happened to be idle enough to be measured.
 func TestDecideCapacityRampEnds(t *testing.T) {
 	p := Params{
-		Coefficients: Coefficients{CPU: 1},
+		Coefficients: defaultCoefficients,
 		Weight: WeightParams{Min: 1, Controller: ControllerCapacity, Smoothing: 0.7, Band: 0.2,
 			Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 3},
 		Availability: Availability{SlowStart: 4 * time.Second, SlowStartFloor: 0.1, Fall: 1, Rise: 1},
@@ -389,7 +389,7 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 	}
 	hogged := mk(1, 1, 0.85)
 	hogged.State.Capacity = CapacityState{Est: 11, NObs: 3, AnchorSet: true, Anchor: AnchorState{Deviating: true}}
-	capacityController{coef: Coefficients{CPU: 1}}.Measure(p, []Server{mk(10, 1, 0.03), hogged, mk(10, 1, 0.03)}, false)
+	capacityController{coef: defaultCoefficients}.Measure(p, []Server{mk(10, 1, 0.03), hogged, mk(10, 1, 0.03)}, false)
 	c := hogged.Out.Trace.Capacity
 	a4 := math.Pow(0.7, 4)
 	if want := (0.3/0.85 + (0.7-a4)*11) / (1 - a4); math.Abs(c.Estimate-want) > 1e-9 {
@@ -405,7 +405,7 @@ func TestCapacityHoggedAmongIdle(t *testing.T) {
 	// The hog over, idle itself: clearly spare, back to the default.
 	after := mk(1, 1, 0.02)
 	after.State.Capacity = hogged.State.Capacity
-	capacityController{coef: Coefficients{CPU: 1}}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
+	capacityController{coef: defaultCoefficients}.Measure(p, []Server{mk(10, 1, 0.03), after, mk(10, 1, 0.03)}, false)
 	if c := after.Out.Trace.Capacity; c.Weight != 10 || c.UpperBoundKept {
 		t.Errorf("idle after the hog: weight %d (kept %v), want 10", c.Weight, c.UpperBoundKept)
 	}
@@ -629,7 +629,7 @@ func TestBacklogCut(t *testing.T) {
 				st.Capacity = cs
 				servers[k] = Server{Obs: o, State: st, Out: &Decision{}}
 			}
-			capacityController{coef: Coefficients{CPU: 1}}.Measure(p, servers, false)
+			capacityController{coef: defaultCoefficients}.Measure(p, servers, false)
 			c := servers[2].Out.Trace.Capacity
 			if !near(c.Error, stderr) || !near(c.Within, 2*stderr) || !near(c.Factor, est/1000) {
 				t.Fatalf("error %v, within %v, factor %v; want %v, %v, %v", c.Error, c.Within, c.Factor, stderr, 2*stderr, est/1000)

@@ -263,6 +263,13 @@ type Capacity struct {
 	// "disk", "memory").
 	Busy       float64 `json:"busy"`
 	Bottleneck string  `json:"bottleneck,omitempty"`
+	// Reading is what the connections served were divided by when the
+	// coefficients moved it from Busy (their sensitivities,
+	// docs/design.md), and Driver the input that moved it most ("cpu",
+	// "disk", "memory", "input", "response", "process"); both absent when
+	// it is Busy (the shipped coefficients).
+	Reading float64 `json:"reading,omitempty"`
+	Driver  string  `json:"driver,omitempty"`
 	// Estimate is the smoothed capacity, connections served per unit of
 	// Busy; 0 when there is none yet.
 	Estimate float64 `json:"estimate"`
