@@ -27,15 +27,14 @@ type Reads struct {
 
 // ControllerReads is the one place that says which coefficients each
 // weight controller reads (docs/design.md): the LVS formula weighs all
-// six; the capacity controller measures capacity against the busiest of
-// the resources cpu, memory and disk enable, so only whether those three
-// are above 0 changes its weights.
+// six; the capacity controller reads all six as sensitivities against
+// the shipped values (policy.Reading), so their sizes matter under both.
 func ControllerReads(controller string) (Reads, error) {
 	switch controller {
 	case policy.ControllerLVS:
 		return Reads{Controller: controller, Inputs: [6]bool{true, true, true, true, true, true}, Sizes: true}, nil
 	case policy.ControllerCapacity:
-		return Reads{Controller: controller, Inputs: [6]bool{false, true, true, true, false, false}}, nil
+		return Reads{Controller: controller, Inputs: [6]bool{true, true, true, true, true, true}, Sizes: true}, nil
 	}
 	return Reads{}, fmt.Errorf("weight controller %q: lvs-tune knows %q and %q", controller, policy.ControllerLVS, policy.ControllerCapacity)
 }

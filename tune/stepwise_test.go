@@ -186,13 +186,14 @@ func TestRegressSignificance(t *testing.T) {
 	}
 }
 
-// Under the capacity controller the fit chooses among cpu, memory and
-// disk only; the figures it does not read keep their running values and
-// the read ones share the rest. By hand: running input 0.1, response
-// 0.3, process 0.2 leave 0.4, which a fit of cpu 0.6, disk 0.4 splits
-// 0.24 and 0.16. Enabling disk changes what the controller reads: apply.
-// A fit of cpu alone enables what runs already: keep. Under the LVS
-// formula the proposal is the fit itself.
+// Both controllers read all six coefficients by size, so the proposal is
+// the fit itself. A controller that read only whether some are above 0
+// (Reads without Sizes, here cpu, memory and disk) keeps the figures it
+// does not read at their running values and the read ones share the rest.
+// By hand: running input 0.1, response 0.3, process 0.2 leave 0.4, which
+// a fit of cpu 0.6, disk 0.4 splits 0.24 and 0.16. Enabling disk changes
+// what it reads: apply. A fit of cpu alone enables what runs already:
+// keep.
 func TestProposalAndVerdictByController(t *testing.T) {
 	capacity, err := ControllerReads("capacity")
 	if err != nil {
@@ -205,10 +206,11 @@ func TestProposalAndVerdictByController(t *testing.T) {
 	if _, err := ControllerReads("pid"); err == nil {
 		t.Error("an unknown controller: no error")
 	}
-	if capacity.Inputs != [6]bool{false, true, true, true, false, false} || capacity.Sizes ||
+	if capacity.Inputs != [6]bool{true, true, true, true, true, true} || !capacity.Sizes ||
 		lvs.Inputs != [6]bool{true, true, true, true, true, true} || !lvs.Sizes {
 		t.Errorf("capacity reads %+v, lvs %+v", capacity, lvs)
 	}
+	enabledOnly := Reads{Controller: "enabled-only", Inputs: [6]bool{false, true, true, true, false, false}}
 	running := Vector{0.1, 0.4, 0, 0, 0.3, 0.2}
 	better := Comparison{Better: true}
 	cpuDisk := Fit{Selected: [6]bool{false, true, false, true}, Coefficients: Vector{0, 0.6, 0, 0.4}, VsRunning: better, VsConstant: better}
@@ -220,8 +222,10 @@ func TestProposalAndVerdictByController(t *testing.T) {
 		want  Vector
 		apply bool
 	}{
-		{"capacity, cpu and disk", cpuDisk, capacity, Vector{0.1, 0.24, 0, 0.16, 0.3, 0.2}, true},
-		{"capacity, cpu alone", cpuOnly, capacity, Vector{0.1, 0.4, 0, 0, 0.3, 0.2}, false},
+		{"capacity, cpu and disk", cpuDisk, capacity, Vector{0, 0.6, 0, 0.4, 0, 0}, true},
+		{"capacity, cpu alone", cpuOnly, capacity, Vector{0, 1, 0, 0, 0, 0}, true},
+		{"enabled only, cpu and disk", cpuDisk, enabledOnly, Vector{0.1, 0.24, 0, 0.16, 0.3, 0.2}, true},
+		{"enabled only, cpu alone", cpuOnly, enabledOnly, Vector{0.1, 0.4, 0, 0, 0.3, 0.2}, false},
 		{"lvs, cpu and disk", cpuDisk, lvs, Vector{0, 0.6, 0, 0.4, 0, 0}, true},
 		{"lvs, not better than running", Fit{Selected: cpuDisk.Selected, Coefficients: cpuDisk.Coefficients, VsConstant: better}, lvs, Vector{0, 0.6, 0, 0.4, 0, 0}, false},
 		{"lvs, not better than a constant", Fit{Selected: cpuDisk.Selected, Coefficients: cpuDisk.Coefficients, VsRunning: better}, lvs, Vector{0, 0.6, 0, 0.4, 0, 0}, false},

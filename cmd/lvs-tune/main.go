@@ -213,9 +213,12 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\nregression on %d records of %s: %d samples fitted, the last %.0f %% of the time (%d samples) held out\n",
 		records, *dir, fit.Train, tune.HeldOutShare*100, fit.Held)
 	fmt.Fprintln(stdout, "outcome: active connections at the next cycle per unit of weight, relative to the service mean")
-	if ctl.Sizes {
+	switch {
+	case ctl.Controller == policy.ControllerCapacity:
+		fmt.Fprintf(stdout, "controller %q (%s): reads all six coefficients as sensitivities against the shipped values (above its shipped value an input counts more; input, response and process at or below theirs count as 0); the fit chooses among all six\n", ctl.Controller, *configPath)
+	case ctl.Sizes:
 		fmt.Fprintf(stdout, "controller %q (%s): reads all six coefficients, by size; the fit chooses among all six\n", ctl.Controller, *configPath)
-	} else {
+	default:
 		fmt.Fprintf(stdout, "controller %q (%s): reads only whether %s are above 0; the fit chooses among them, and %s change nothing under it (only the load status, explain, history and the metrics show) and keep their running values\n",
 			ctl.Controller, *configPath, strings.Join(ctl.Names(), ", "), strings.Join(unread(ctl), ", "))
 	}
@@ -579,8 +582,8 @@ func report(w io.Writer, path string, text []byte, running, best tune.Vector) er
 	}
 	fmt.Fprintf(w, "\n%s", best.Block())
 	fmt.Fprintf(w, "(checked: %s with this block passes lvs-monitor -check)\n", path)
-	if cfg.Weight.Controller != policy.ControllerLVS {
-		fmt.Fprintf(w, "note: %s runs controller %q, which reads only whether cpu, disk and memory are above 0 (the resources it measures capacity against)\n", path, cfg.Weight.Controller)
+	if cfg.Weight.Controller == policy.ControllerCapacity {
+		fmt.Fprintf(w, "note: %s runs controller %q, which reads each coefficient as a sensitivity against its shipped value (docs/tuning.md)\n", path, cfg.Weight.Controller)
 	}
 	printDiff(w, path, running, best)
 	return nil

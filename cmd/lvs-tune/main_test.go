@@ -139,11 +139,10 @@ func TestRegressCommand(t *testing.T) {
 }
 
 // Under the capacity controller (the example configuration) the fit
-// chooses among cpu, memory and disk, the only coefficients it reads, and
-// says so; input, response and process keep their running values in the
-// block and the fitted cpu takes the rest: 1 − 0.1 − 0.3 − 0.1 = 0.5.
-// Memory and disk, noise in this history, are disabled: that changes
-// what the controller reads, so the verdict is to apply.
+// chooses among all six, which that controller reads as sensitivities,
+// and says so; the history's outcome follows input 0.2, cpu 0.5 and
+// response 0.3, which the fit recovers to two places (0.2, 0.51, 0.29)
+// and proposes as it is, better held out than the running set: apply.
 func TestRegressCommandCapacity(t *testing.T) {
 	dir := t.TempDir()
 	writeHistory(t, dir, tune.Vector{0.2, 0.5, 0, 0, 0.3, 0}, 6, 400)
@@ -155,10 +154,11 @@ func TestRegressCommandCapacity(t *testing.T) {
 	t.Log(out)
 	for _, want := range []string{
 		"verdict: apply",
-		`controller "capacity" (../../docs/examples/lvs-monitor.toml): reads only whether cpu, memory, disk are above 0; the fit chooses among them, and input, response, process change nothing under it`,
-		"input        0.00     0.10          0.00          -         -  not read by capacity",
-		"[coefficients]\ninput = 0.1\ncpu = 0.5\nmemory = 0.0\ndisk = 0.0\nresponse = 0.3\nprocess = 0.1\n",
-		"-cpu = 0.3\n+cpu = 0.5\n-memory = 0.1\n+memory = 0\n-disk = 0.1\n+disk = 0\n",
+		`controller "capacity" (../../docs/examples/lvs-monitor.toml): reads all six coefficients as sensitivities against the shipped values`,
+		"entered cpu (F 2034.44 > 3.85), entered response (F 1165.78 > 3.85), entered input (F 784.76 > 3.85)",
+		"[coefficients]\ninput = 0.2\ncpu = 0.51\nmemory = 0.0\ndisk = 0.0\nresponse = 0.29\nprocess = 0.0\n",
+		"-input = 0.1\n+input = 0.2\n-cpu = 0.3\n+cpu = 0.51\n-memory = 0.1\n+memory = 0\n-disk = 0.1\n+disk = 0\n-response = 0.3\n+response = 0.29\n-process = 0.1\n+process = 0\n",
+		`runs controller "capacity", which reads each coefficient as a sensitivity against its shipped value`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
