@@ -131,7 +131,7 @@ func TestAnchoredCapacityController(t *testing.T) {
 	// A: 200 per unit 10 = 20, the median (A and C at 20, B at 10) is 20.
 	e, err = m.Explain(svcKey, rsA)
 	must(t, err)
-	if want := "not written: capacity per unit of default weight 1.00× the service's median (within ±15%: the default weight 10); the kernel has 10 already"; e.Decision != want {
+	if want := "not written: capacity per unit of default weight 1.00× the service's median (TH2 close: within ±15%: the default weight 10); the kernel has 10 already"; e.Decision != want {
 		t.Errorf("explain A: %q\nwant %q", e.Decision, want)
 	}
 	// Everyone nearly idle (CPU 0.01): capacity to spare, B back to 10.
