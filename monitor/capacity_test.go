@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"lvs-feedback/agent"
+	"lvs-feedback/policy"
 	"math"
 	"net/netip"
 	"strings"
@@ -140,6 +141,27 @@ func TestAnchoredCapacityController(t *testing.T) {
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {
 		t.Errorf("idle again: B weight %d, want the default 10", b)
+	}
+	e, err = m.Explain(svcKey, rsA)
+	must(t, err)
+	if want := "not written: capacity per unit of default weight 1.00× the service's median (TH1 light: CPU 1% busy, under half of 20%: capacity to spare: the default weight 10); the kernel has 10 already"; e.Decision != want {
+		t.Errorf("explain A, idle: %q\nwant %q", e.Decision, want)
+	}
+	// Everyone lightly loaded (CPU 0.15: under weight.light, 0.2, not
+	// under half of it): TH1 holds, nothing is decided, and explain and
+	// the status API say why.
+	setAllCPU(r, 0.15)
+	addConns(t, r, 30, 30, 30)
+	if rep := cycle(t, m); rep.Writes != 0 {
+		t.Errorf("all light: %d writes, want 0", rep.Writes)
+	}
+	e, err = m.Explain(svcKey, rsB)
+	must(t, err)
+	if want := "capacity controller: TH1 light: every server below 20% busy (weight.light; here CPU 15% busy): every server has capacity to spare, nothing is decided: weight kept"; e.Decision != want {
+		t.Errorf("explain B, all light: %q\nwant %q", e.Decision, want)
+	}
+	if c := e.Dest.Decision.Trace.Capacity; c == nil || c.Rule != policy.RuleLight || c.Weight != 0 {
+		t.Errorf("all light: capacity step %+v, want rule %q and no weight", c, policy.RuleLight)
 	}
 }
 

@@ -468,6 +468,12 @@ func lightText(p WeightParams) string {
 	return fmt.Sprintf("%s: every server below %.0f%% busy", RuleLight, p.light()*100)
 }
 
+// spareText is TH1's rule for one clearly idle server, "TH1 light: CPU 5%
+// busy, under half of 20%: capacity to spare".
+func (c CapacityStep) spareText(p WeightParams) string {
+	return fmt.Sprintf("%s: %s, under half of %.0f%%: capacity to spare", RuleLight, c.busyText(), p.light()*100)
+}
+
 // bottleneckNote names a bottleneck other than the CPU for a reason or a
 // verdict, "; bottleneck disk 97% busy (CPU 12%)"; "" for the CPU, so that
 // a CPU-bound server's reasons read as they always have.
@@ -686,7 +692,7 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	case p.Anchor <= 0:
 		reason = fmt.Sprintf("capacity share %d of %d", c.Weight, p.Resolution)
 	case c.Weight == def && c.Rule == RuleLight:
-		reason = fmt.Sprintf("%s: %s, under half of %.0f%%: capacity to spare, default weight", RuleLight, c.busyText(), p.light()*100)
+		reason = c.spareText(p) + ", default weight"
 	case c.Weight == def:
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share; %s: default weight", c.Factor, c.anchorText(p))
 	case c.BacklogCut:

@@ -60,7 +60,10 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 	if tr.Capacity != nil && p.Weight.Anchor > 0 {
 		def := o.Record.DefaultWeight(o.Configured)
 		what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", tr.Capacity.Factor) + tr.Capacity.bottleneckNote()
-		if c.Next == def {
+		switch {
+		case c.Next == def && tr.Capacity.Rule == RuleLight:
+			what += fmt.Sprintf(" (%s: the default weight %d)", tr.Capacity.spareText(p.Weight), c.Next)
+		case c.Next == def:
 			what += fmt.Sprintf(" (%s: the default weight %d)", tr.Capacity.anchorText(p.Weight), c.Next)
 		}
 		if tr.Capacity.NothingServed {
