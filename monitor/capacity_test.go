@@ -165,6 +165,34 @@ func TestAnchoredCapacityController(t *testing.T) {
 	}
 }
 
+// TestCapacityLightKey: weight.light reaches the controller. Every server
+// at 15 % CPU serving 30 connections: under the default 0.2 TH1 holds
+// (nothing decided); with light = 0.1 each is measured (30 ÷ 0.15 = 200
+// per unit of busy, 20 per unit of weight, all at the median) and TH2
+// keeps it at its default weight.
+func TestCapacityLightKey(t *testing.T) {
+	for _, tt := range []struct {
+		weight, rule string
+	}{
+		{"", policy.RuleLight},
+		{"light = 0.1\n", policy.RuleClose},
+	} {
+		r, m := newCapacityRig(t, tt.weight)
+		setAllCPU(r, 0.15)
+		cycle(t, m)
+		addConns(t, r, 30, 30, 30)
+		if rep := cycle(t, m); rep.Writes != 0 {
+			t.Errorf("%q: %d writes, want 0", tt.weight, rep.Writes)
+		}
+		e, err := m.Explain(svcKey, rsA)
+		must(t, err)
+		c := e.Dest.Decision.Trace.Capacity
+		if c == nil || c.Rule != tt.rule || !strings.Contains(e.Decision, tt.rule) {
+			t.Errorf("%q: capacity step %+v, decision %q; want rule %q named", tt.weight, c, e.Decision, tt.rule)
+		}
+	}
+}
+
 // TestCapacityHogAmongLightlyLoaded is the real-kernel e2e-monitor case
 // (vmtest/guest/e2e-monitor.sh) in miniature: light traffic (0–3
 // connections per 1 s interval), every server under 10 % CPU, then B's
