@@ -156,7 +156,7 @@ func (s *Server) status(st monitor.Status) api.Status {
 				row.AgentLastOK, row.AgentAgeSeconds = &at, &age
 			}
 			if c := d.Decision.Trace.Capacity; c != nil {
-				row.Capacity = &api.Capacity{Factor: finite(c.Factor), CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Weight: c.Weight, SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut}
+				row.Capacity = &api.Capacity{Factor: finite(c.Factor), CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Weight: c.Weight, SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, Rule: c.Rule}
 				if c.Driver != "" {
 					row.Capacity.Reading, row.Capacity.Driver = c.Reading, c.Driver
 				}

@@ -151,6 +151,10 @@ type Capacity struct {
 	Driver   string  `json:"driver,omitempty"`
 	Estimate float64 `json:"estimate"`        // smoothed capacity after this cycle
 	Error    float64 `json:"error,omitempty"` // the estimate's relative standard error
+	// Rule names the rule that held the weight: "TH1 light" (every
+	// server lightly loaded: nothing decided), "TH2 close" (within the
+	// anchor of the median: the default weight); absent when none did.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Formula is the LVS formula's step.

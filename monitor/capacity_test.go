@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"lvs-feedback/agent"
+	"lvs-feedback/policy"
 	"math"
 	"net/netip"
 	"strings"
@@ -131,7 +132,7 @@ func TestAnchoredCapacityController(t *testing.T) {
 	// A: 200 per unit 10 = 20, the median (A and C at 20, B at 10) is 20.
 	e, err = m.Explain(svcKey, rsA)
 	must(t, err)
-	if want := "not written: capacity per unit of default weight 1.00× the service's median (within ±15%: the default weight 10); the kernel has 10 already"; e.Decision != want {
+	if want := "not written: capacity per unit of default weight 1.00× the service's median (TH2 close: within ±15%: the default weight 10); the kernel has 10 already"; e.Decision != want {
 		t.Errorf("explain A: %q\nwant %q", e.Decision, want)
 	}
 	// Everyone nearly idle (CPU 0.01): capacity to spare, B back to 10.
@@ -140,6 +141,55 @@ func TestAnchoredCapacityController(t *testing.T) {
 	cycle(t, m)
 	if b := r.weight(rsB); b != 10 {
 		t.Errorf("idle again: B weight %d, want the default 10", b)
+	}
+	e, err = m.Explain(svcKey, rsA)
+	must(t, err)
+	if want := "not written: capacity per unit of default weight 1.00× the service's median (TH1 light: CPU 1% busy, under half of 20%: capacity to spare: the default weight 10); the kernel has 10 already"; e.Decision != want {
+		t.Errorf("explain A, idle: %q\nwant %q", e.Decision, want)
+	}
+	// Everyone lightly loaded (CPU 0.15: under weight.light, 0.2, not
+	// under half of it): TH1 holds, nothing is decided, and explain and
+	// the status API say why.
+	setAllCPU(r, 0.15)
+	addConns(t, r, 30, 30, 30)
+	if rep := cycle(t, m); rep.Writes != 0 {
+		t.Errorf("all light: %d writes, want 0", rep.Writes)
+	}
+	e, err = m.Explain(svcKey, rsB)
+	must(t, err)
+	if want := "capacity controller: TH1 light: every server below 20% busy (weight.light; here CPU 15% busy): every server has capacity to spare, nothing is decided: weight kept"; e.Decision != want {
+		t.Errorf("explain B, all light: %q\nwant %q", e.Decision, want)
+	}
+	if c := e.Dest.Decision.Trace.Capacity; c == nil || c.Rule != policy.RuleLight || c.Weight != 0 {
+		t.Errorf("all light: capacity step %+v, want rule %q and no weight", c, policy.RuleLight)
+	}
+}
+
+// TestCapacityLightKey: weight.light reaches the controller. Every server
+// at 15 % CPU serving 30 connections: under the default 0.2 TH1 holds
+// (nothing decided); with light = 0.1 each is measured (30 ÷ 0.15 = 200
+// per unit of busy, 20 per unit of weight, all at the median) and TH2
+// keeps it at its default weight.
+func TestCapacityLightKey(t *testing.T) {
+	for _, tt := range []struct {
+		weight, rule string
+	}{
+		{"", policy.RuleLight},
+		{"light = 0.1\n", policy.RuleClose},
+	} {
+		r, m := newCapacityRig(t, tt.weight)
+		setAllCPU(r, 0.15)
+		cycle(t, m)
+		addConns(t, r, 30, 30, 30)
+		if rep := cycle(t, m); rep.Writes != 0 {
+			t.Errorf("%q: %d writes, want 0", tt.weight, rep.Writes)
+		}
+		e, err := m.Explain(svcKey, rsA)
+		must(t, err)
+		c := e.Dest.Decision.Trace.Capacity
+		if c == nil || c.Rule != tt.rule || !strings.Contains(e.Decision, tt.rule) {
+			t.Errorf("%q: capacity step %+v, decision %q; want rule %q named", tt.weight, c, e.Decision, tt.rule)
+		}
 	}
 }
 

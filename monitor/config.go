@@ -149,7 +149,7 @@ func DefaultConfig() Config {
 		ControlSocket: "/run/lvs-monitor/control.sock",
 		Coefficients:  policy.DefaultCoefficients(),
 		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Confirm: 5},
+			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Light: policy.DefaultLight, Confirm: 5},
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
 			Fall: 2, Rise: 1},
 		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
@@ -465,6 +465,9 @@ func (cfg *Config) check(probs *configProblems) {
 	}
 	if !(w.Anchor >= 0 && w.Anchor < 1) {
 		bad("weight.anchor", "must be from 0 (off) to below 1 (a share of the median), got %v", w.Anchor)
+	}
+	if !(w.Light > 0 && w.Light < 1) {
+		bad("weight.light", "must be above 0 and below 1 (a busy fraction), got %v", w.Light)
 	}
 	if !(w.Saturation >= 0 && w.Saturation <= 1) {
 		bad("weight.saturation", "must be from 0 (off) to 1, got %v", w.Saturation)

@@ -158,6 +158,8 @@ func TestConfigErrorLines(t *testing.T) {
 		{"band", add("[weight]\nband = 1.5", "band"), "weight.band: must be from 0 to below 1"},
 		{"confirm", add("[weight]\nconfirm = 0", "confirm"), "weight.confirm: must be from 1"},
 		{"anchor", add("[weight]\nanchor = -0.1", "anchor"), "weight.anchor: must be from 0"},
+		{"light 0", add("[weight]\nlight = 0.0", "light"), "weight.light: must be above 0 and below 1"},
+		{"light 1", add("[weight]\nlight = 1.0", "light"), "weight.light: must be above 0 and below 1"},
 		{"saturation", add("[weight]\nsaturation = 2.0", "saturation"), "weight.saturation: must be from 0"},
 		{"resolution", add("[weight]\nresolution = 0", "resolution"), "weight.resolution: must be from weight.min"},
 		{"resolution below a set min", add("[weight]\nmin = 30", "min"), "weight.resolution: must be from weight.min"},

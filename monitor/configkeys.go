@@ -58,8 +58,8 @@ type configKey struct {
 
 // controllerOnly names the [weight] keys that one controller reads and the
 // other ignores (policy/formula.go reads gain, target, scale and threshold;
-// policy/capacity.go reads smoothing, band, resolution, saturation, anchor
-// and confirm; both read min and controller).
+// policy/capacity.go reads smoothing, band, resolution, saturation, anchor,
+// light and confirm; both read min and controller).
 var controllerOnly = map[string]string{
 	"weight.gain":       policy.ControllerLVS,
 	"weight.target":     policy.ControllerLVS,
@@ -70,6 +70,7 @@ var controllerOnly = map[string]string{
 	"weight.resolution": policy.ControllerCapacity,
 	"weight.saturation": policy.ControllerCapacity,
 	"weight.anchor":     policy.ControllerCapacity,
+	"weight.light":      policy.ControllerCapacity,
 	"weight.confirm":    policy.ControllerCapacity,
 }
 

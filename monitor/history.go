@@ -194,7 +194,7 @@ func historyRecord(rep CycleReport, d *DestStatus) history.Record {
 		r.Inputs = &history.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
 	}
 	if c := tr.Capacity; c != nil {
-		r.Capacity = &history.Capacity{Weight: c.Weight, Factor: finite(c.Factor), SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error}
+		r.Capacity = &history.Capacity{Weight: c.Weight, Factor: finite(c.Factor), SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Rule: c.Rule}
 		if c.Driver != "" {
 			r.Capacity.Reading, r.Capacity.Driver = c.Reading, c.Driver
 		}

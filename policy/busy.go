@@ -111,7 +111,7 @@ func DirectorSensitivity(c, def float64) float64 {
 
 // Sensitised is a resource reading u (0 … 1) of a server whose service's
 // median reading is m, counted with sensitivity k (ResourceSensitivity):
-// above the reference r = max(m, MinCapacityBusy), r·(u/r)^k — the
+// above the reference r = max(m, light), r·(u/r)^k — the
 // server's excess over its service raised to k, the ratio bounded to
 // maxCorrectionRatio — and u itself at or below it. k = 1 is u itself; a
 // reading above the reference reads busier as k grows, less busy as k
@@ -119,12 +119,12 @@ func DirectorSensitivity(c, def float64) float64 {
 // reading below its service's would make a server cut for a slow device,
 // which its small share leaves nearly idle, read as several times as
 // capable as its peers and go back to full weight. The reference is at
-// least MinCapacityBusy so that a server lightly busy among idle peers is
-// not read as hot. The result may exceed 1: it is a divisor of the
+// least light (TH1, weight.light: below it a server is not measured) so
+// that a server lightly busy among idle peers is not read as hot. The result may exceed 1: it is a divisor of the
 // capacity observation, not a utilisation (saturation and the measuring
 // floor read u).
-func Sensitised(u, m, k float64) float64 {
-	r := math.Max(m, MinCapacityBusy)
+func Sensitised(u, m, light, k float64) float64 {
+	r := math.Max(m, light)
 	if k == 1 || !(u > r) || !(k >= 0) {
 		return u
 	}
@@ -191,12 +191,13 @@ type Pressures struct {
 // against its service's median busy fraction medianBusy (Sensitised),
 // times the correction of each of input, response and process against
 // its service's median ref (Correction, DirectorSensitivity). At the
-// shipped coefficients it is busy itself. driver names the input whose
+// shipped coefficients it is busy itself. light is TH1's threshold, the
+// least reference of Sensitised. driver names the input whose
 // factor moved the reading most (the bottleneck, "input", "response",
 // "process"); "" when the reading is busy.
-func Reading(busy, medianBusy float64, bottleneck string, x, ref Pressures, c Coefficients) (reading float64, driver string) {
+func Reading(busy, medianBusy, light float64, bottleneck string, x, ref Pressures, c Coefficients) (reading float64, driver string) {
 	def := DefaultCoefficients()
-	reading = Sensitised(busy, medianBusy, resourceSensitivity(bottleneck, c))
+	reading = Sensitised(busy, medianBusy, light, resourceSensitivity(bottleneck, c))
 	most := 0.0
 	if reading != busy && busy > 0 {
 		most, driver = math.Abs(math.Log(reading/busy)), bottleneck

@@ -247,7 +247,7 @@ func TestReadingSensitivities(t *testing.T) {
 			t.Fatalf("%s: coefficients sum to %v", tt.name, s)
 		}
 		busy, bottleneck := Busy(tt.f, tt.c)
-		got, driver := Reading(busy, 0.5, bottleneck, tt.x, ref, tt.c)
+		got, driver := Reading(busy, 0.5, 0.2, bottleneck, tt.x, ref, tt.c)
 		if !near(got, tt.want) || driver != tt.driver || bottleneck != tt.bottleneck {
 			t.Errorf("%s: reading %v, driver %q, bottleneck %q; want %v, %q, %q", tt.name, got, driver, bottleneck, tt.want, tt.driver, tt.bottleneck)
 		}
@@ -260,7 +260,7 @@ func TestReadingSensitivities(t *testing.T) {
 // ×1.5 → 1.08, response.
 func TestReadingDriver(t *testing.T) {
 	c := Coefficients{CPU: 0.4, Response: 0.6}
-	got, driver := Reading(0.6, 0.5, ResourceCPU, Pressures{Input: 2, Response: 1.5, Process: 2}, Pressures{Input: 1, Response: 1, Process: 1}, c)
+	got, driver := Reading(0.6, 0.5, 0.2, ResourceCPU, Pressures{Input: 2, Response: 1.5, Process: 2}, Pressures{Input: 1, Response: 1, Process: 1}, c)
 	if want := 0.5 * math.Pow(1.2, 4.0/3) * 1.5; !near(got, want) || driver != InputResponse {
 		t.Errorf("reading %v, driver %q; want %v, %q", got, driver, want, InputResponse)
 	}
@@ -278,15 +278,16 @@ func TestSensitivityEdges(t *testing.T) {
 		{"director input at its shipped value", DirectorSensitivity(0.3, 0.3), 0},
 		{"director input below it", DirectorSensitivity(0.1, 0.3), 0},
 		{"director input doubled", DirectorSensitivity(0.6, 0.3), 1},
-		{"sensitised, k 1", Sensitised(0.8, 0.5, 1), 0.8},
-		{"sensitised, no median: the floor 0.2", Sensitised(0.3, 0, 3), 0.2 * 1.5 * 1.5 * 1.5},
-		{"sensitised, an idle service: the floor 0.2", Sensitised(0.25, 0.05, 2), 0.2 * 1.25 * 1.25},
-		{"sensitised, at the floor", Sensitised(0.2, 0.05, 2), 0.2},
-		{"sensitised, the ratio bounded to 2", Sensitised(0.9, 0.3, 2), 0.3 * 4},
-		{"sensitised, k 0: the median", Sensitised(0.8, 0.5, 0), 0.5},
-		{"sensitised, at the median", Sensitised(0.5, 0.5, 3), 0.5},
-		{"sensitised, below the median", Sensitised(0.25, 0.5, 2), 0.25},
-		{"sensitised, above the median, k 0.5", Sensitised(0.72, 0.5, 0.5), 0.6},
+		{"sensitised, k 1", Sensitised(0.8, 0.5, 0.2, 1), 0.8},
+		{"sensitised, no median: the floor 0.2", Sensitised(0.3, 0, 0.2, 3), 0.2 * 1.5 * 1.5 * 1.5},
+		{"sensitised, an idle service: the floor 0.2", Sensitised(0.25, 0.05, 0.2, 2), 0.2 * 1.25 * 1.25},
+		{"sensitised, at the floor", Sensitised(0.2, 0.05, 0.2, 2), 0.2},
+		{"sensitised, light 0.1: the floor 0.1", Sensitised(0.15, 0, 0.1, 3), 0.1 * 1.5 * 1.5 * 1.5},
+		{"sensitised, the ratio bounded to 2", Sensitised(0.9, 0.3, 0.2, 2), 0.3 * 4},
+		{"sensitised, k 0: the median", Sensitised(0.8, 0.5, 0.2, 0), 0.5},
+		{"sensitised, at the median", Sensitised(0.5, 0.5, 0.2, 3), 0.5},
+		{"sensitised, below the median", Sensitised(0.25, 0.5, 0.2, 2), 0.25},
+		{"sensitised, above the median, k 0.5", Sensitised(0.72, 0.5, 0.2, 0.5), 0.6},
 		{"correction, no reference", Correction(1.5, 0, 1), 1},
 		{"correction, NaN", Correction(math.NaN(), 1, 1), 1},
 		{"correction, s 0", Correction(1.5, 1, 0), 1},

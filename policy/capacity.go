@@ -23,14 +23,62 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 	return ((1-alpha)*obs + (alpha-an)*prev) / (1 - an)
 }
 
-// MinCapacityBusy is the busy fraction (of the server's bottleneck, Busy;
-// the CPU's on a CPU-bound server) below which a server's capacity is not
-// measured: connections ÷ a small busy fraction is noise (a 1 s
-// window of 10 ms ticks reads 0.05 ± 0.01, i.e. ±20 %; a few heavy
-// requests swing a lightly loaded server's CPU), and such a server has
-// capacity to spare. Lower thresholds turn light-load noise into weight
-// writes (docs/results.md has the measurements).
-const MinCapacityBusy = 0.2
+// DefaultLight is weight.light's default, seed 000's TH1 (docs/design.md,
+// "TH1 and TH2"): a server whose bottleneck (Busy) is less busy than this
+// is lightly loaded. Its capacity is not measured — connections ÷ a small
+// busy fraction is noise (a 1 s window of 10 ms ticks reads 0.05 ± 0.01,
+// i.e. ±20 %; a few heavy requests swing a lightly loaded server's CPU) —
+// and it has capacity to spare; while every server of a service is that
+// light, nothing is decided (Light). Lower thresholds turn light-load
+// noise into weight writes (docs/results.md has the measurements).
+const DefaultLight = 0.2
+
+// The rules that hold a weight, named in CapacityStep.Rule, the reasons
+// and explain: seed 000's two thresholds.
+const (
+	// RuleLight (TH1, weight.light): every server of the service is
+	// lightly loaded, so nothing is decided (Light).
+	RuleLight = "TH1 light"
+	// RuleClose (TH2, weight.anchor): the server's capacity per unit of
+	// default weight is close to its service's median, so it keeps its
+	// default weight (Close).
+	RuleClose = "TH2 close"
+)
+
+// light is TH1's threshold: p.Light, or DefaultLight when the parameters
+// were built in code without it (the configuration refuses 0).
+func (p WeightParams) light() float64 {
+	if p.Light > 0 {
+		return p.Light
+	}
+	return DefaultLight
+}
+
+// Light is seed 000's TH1: it reports whether every busy fraction in busies
+// (each server's bottleneck, Busy, for the servers of a service with agent
+// figures) is below light. Then every server has capacity to spare and
+// none is measured: there is nothing to decide, and the capacity
+// controller decides nothing. No figures at all is not light (nothing is
+// known).
+func Light(busies []float64, light float64) bool {
+	if len(busies) == 0 {
+		return false
+	}
+	for _, b := range busies {
+		if !(b < light) {
+			return false
+		}
+	}
+	return true
+}
+
+// Close is seed 000's TH2 for one server: it reports whether its capacity
+// per unit of default weight, f times its service's median, is within
+// width of the median (|f − 1| ≤ width). A server at its default weight
+// that is close keeps it (AnchoredWeight; width is anchorWidth's).
+func Close(f, width float64) bool {
+	return math.Abs(f-1) <= width
+}
 
 // CapacityWeight is the capacity controller's weight for a server with
 // smoothed capacity est when the most capable server of the service has
@@ -164,11 +212,12 @@ type CapacityPeer struct {
 	// PerWeight is the server's capacity estimate ÷ its default weight
 	// (0 is a real value: a saturated server that served nothing).
 	PerWeight float64
-	// Idle: the server was busy less than MinCapacityBusy this interval;
-	// PerWeight is then only a lower bound (its smoothed connections
-	// served ÷ MinCapacityBusy), and the server has capacity to spare.
+	// Idle: the server was busy less than weight.light (TH1) this
+	// interval; PerWeight is then only a lower bound (its smoothed
+	// connections served ÷ weight.light), and the server has capacity to
+	// spare.
 	Idle bool
-	// Spare: idle and busy less than half MinCapacityBusy: clearly
+	// Spare: idle and busy less than half weight.light: clearly
 	// unloaded, the server goes back to its default weight. An idle
 	// server that is not Spare keeps its weight (hysteresis).
 	Spare bool
@@ -245,7 +294,7 @@ func AnchoredWeight(def int, f, stderr float64, saturatedAlone bool, st AnchorSt
 	switch {
 	case st.Deviating && d < width:
 		st = AnchorState{}
-	case !st.Deviating && (d > width || (saturatedAlone && f < 1-p.Anchor)):
+	case !st.Deviating && (!Close(f, width) || (saturatedAlone && f < 1-p.Anchor)):
 		st.Beyond++
 		if (saturatedAlone && f < 1) || st.Beyond >= p.Confirm {
 			st = AnchorState{Deviating: true}
@@ -297,7 +346,7 @@ type CapacityState struct {
 	Anchor    AnchorState
 	AnchorSet bool
 	// LowerBound: while the server is lightly loaded, its smoothed
-	// connections served ÷ MinCapacityBusy (NLB intervals folded in).
+	// connections served ÷ weight.light (NLB intervals folded in).
 	LowerBound float64
 	NLB        int
 	// Noise is the variance of one observation's logarithm (NNoise pairs
@@ -379,6 +428,11 @@ type CapacityStep struct {
 	// weight has now been beyond it; it moves at weight.confirm.
 	Within float64
 	Beyond int
+	// Rule names the rule that held the server's weight this cycle:
+	// RuleLight (no decision: every server of the service was below
+	// weight.light), RuleClose (kept at its default weight: within Within
+	// of the median); "" when none did.
+	Rule string
 }
 
 // lostAtOnce reports whether the step has evidence of lost capacity that
@@ -387,19 +441,19 @@ type CapacityStep struct {
 // weight.confirm intervals, and by more than its noise band.
 func (c CapacityStep) lostAtOnce() bool { return c.SaturatedAlone || c.BacklogCut }
 
-// anchorText says where the factor stood against the anchor, for a server
-// kept at (or back to) its default weight: "within ±15%", "within ±34% (2
-// standard errors of its estimate)", "beyond ±34% (…) for 2 of 5
-// intervals in a row".
+// anchorText says where the factor stood against the anchor (TH2), for a
+// server kept at (or back to) its default weight: "TH2 close: within
+// ±15%", "TH2 close: within ±34% (2 standard errors of its estimate)",
+// "beyond TH2 close ±34% (…) for 2 of 5 intervals in a row".
 func (c CapacityStep) anchorText(p WeightParams) string {
 	width := fmt.Sprintf("±%.0f%%", c.Within*100)
 	if c.Within > p.Anchor && c.Within == Significance*c.Error {
 		width += fmt.Sprintf(" (%g standard errors of its estimate)", Significance)
 	}
 	if c.Beyond > 0 {
-		return fmt.Sprintf("beyond %s for %d of %d intervals in a row", width, c.Beyond, p.Confirm)
+		return fmt.Sprintf("beyond %s %s for %d of %d intervals in a row", RuleClose, width, c.Beyond, p.Confirm)
 	}
-	return "within " + width
+	return RuleClose + ": within " + width
 }
 
 // busyText is the bottleneck and its busy fraction in words, "disk 97%
@@ -413,6 +467,18 @@ func (c CapacityStep) busyText() string {
 		return fmt.Sprintf("CPU %.0f%% busy", c.CPU*100)
 	}
 	return fmt.Sprintf("%s %.0f%% busy (CPU %.0f%%)", c.Bottleneck, c.Busy*100, c.CPU*100)
+}
+
+// lightText is TH1's rule in words, "TH1 light: every server below 20%
+// busy".
+func lightText(p WeightParams) string {
+	return fmt.Sprintf("%s: every server below %.0f%% busy", RuleLight, p.light()*100)
+}
+
+// spareText is TH1's rule for one clearly idle server, "TH1 light: CPU 5%
+// busy, under half of 20%: capacity to spare".
+func (c CapacityStep) spareText(p WeightParams) string {
+	return fmt.Sprintf("%s: %s, under half of %.0f%%: capacity to spare", RuleLight, c.busyText(), p.light()*100)
 }
 
 // bottleneckNote names a bottleneck other than the CPU for a reason or a
@@ -512,9 +578,11 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	x, ref := pressures(servers)
 	for i, sv := range servers {
 		if sv.Obs.agentOK() {
-			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, steps[i].Bottleneck, x[i], ref, cc.coef)
+			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, p.light(), steps[i].Bottleneck, x[i], ref, cc.coef)
 		}
 	}
+	light := p.light()
+	allLight := Light(busies, light)
 	maxEst := 0.0
 	peers := make([]CapacityPeer, len(servers))
 	for i, sv := range servers {
@@ -524,7 +592,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		measured := o.agentOK() && o.NewConns >= 0
 		served := ServedConnections(o.NewConns, o.ActiveDelta)
 		switch {
-		case measured && busy >= MinCapacityBusy && o.NewConns == 0 && served == 0:
+		case measured && busy >= light && o.NewConns == 0 && served == 0:
 			// Busy, and no connection arrived or ended: a long request
 			// held the server all interval (under wlc it is sent nothing
 			// while it holds one), or its share is too small for an
@@ -533,7 +601,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			// serve nothing, and that is measured.
 			cs.NLB = 0
 			steps[i].NothingServed = true
-		case measured && busy >= MinCapacityBusy:
+		case measured && busy >= light:
 			cs.NLB = 0
 			obs, noise := served/steps[i].Reading, cs.knownNoise()
 			if cs.LastObs > 0 && obs > 0 {
@@ -552,13 +620,13 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			cs.Est = UpdateCapacity(cs.Est, cs.NObs, obs, busy, medianBusy, noise, confirmed, p)
 		case measured:
 			// Lightly loaded: capacity to spare, at least served ÷
-			// MinCapacityBusy — smoothed like an estimate, since with
+			// weight.light — smoothed like an estimate, since with
 			// light traffic an interval often has no connection at all.
 			// Clearly idle (Spare): back to the default weight.
 			peers[i].Idle = true
-			peers[i].Spare = busy < MinCapacityBusy/2
+			peers[i].Spare = busy < light/2
 			cs.NLB++
-			cs.LowerBound = SmoothCapacity(cs.LowerBound, cs.NLB, served/MinCapacityBusy, p.Smoothing)
+			cs.LowerBound = SmoothCapacity(cs.LowerBound, cs.NLB, served/light, p.Smoothing)
 			peers[i].PerWeight = cs.LowerBound / def
 			peers[i].Known = true
 		}
@@ -572,7 +640,8 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			}
 		}
 	}
-	if p.Anchor > 0 {
+	switch {
+	case p.Anchor > 0:
 		lowerBoundMedian := medianIsLowerBound(peers)
 		for i, f := range AnchorFactors(peers) {
 			o, cs := servers[i].Obs, &servers[i].State.Capacity
@@ -586,6 +655,11 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			lost := steps[i].lostAtOnce()
 			steps[i].Within = anchorWidth(cs.Anchor.Deviating, steps[i].Error, p)
 			switch {
+			case allLight && !peers[i].Spare:
+				// TH1: every server has capacity to spare, nothing to
+				// decide (a clearly idle one still goes back to its
+				// default weight, below).
+				steps[i].Rule = RuleLight
 			case math.IsNaN(f):
 			case lowerBoundMedian && !peers[i].Idle:
 				if w, next, ok := UpperBoundWeight(def, f, steps[i].Error, lost, o.Kernel, cs.Anchor, p); ok {
@@ -597,8 +671,18 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 				steps[i].Weight, cs.Anchor = AnchoredWeight(def, f, steps[i].Error, lost, cs.Anchor, p)
 			}
 			steps[i].Beyond = cs.Anchor.Beyond
+			switch {
+			case peers[i].Spare:
+				steps[i].Rule = RuleLight // clearly idle: its default weight
+			case steps[i].Weight > 0 && !cs.Anchor.Deviating && cs.Anchor.Beyond == 0:
+				steps[i].Rule = RuleClose
+			}
 		}
-	} else {
+	case allLight:
+		for i := range servers {
+			steps[i].Rule = RuleLight
+		}
+	default:
 		for i, sv := range servers {
 			if cs := sv.State.Capacity; cs.NObs > 0 {
 				steps[i].Weight = CapacityWeight(cs.Est, maxEst, p.Resolution, p.Min)
@@ -658,12 +742,16 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	}
 	var reason string
 	switch {
+	case c.Weight <= 0 && c.Rule == RuleLight:
+		reason = fmt.Sprintf("towards weight %d (%s: no capacity decision this cycle)", int(st.Ctrl), lightText(p))
 	case c.Weight <= 0:
 		reason = fmt.Sprintf("towards weight %d (no capacity decision this cycle)", int(st.Ctrl))
 	case p.Anchor <= 0:
 		reason = fmt.Sprintf("capacity share %d of %d", c.Weight, p.Resolution)
+	case c.Weight == def && c.Rule == RuleLight:
+		reason = c.spareText(p) + ", default weight"
 	case c.Weight == def:
-		reason = fmt.Sprintf("capacity %.2f× its default weight's share, %s: default weight", c.Factor, c.anchorText(p))
+		reason = fmt.Sprintf("capacity %.2f× its default weight's share; %s: default weight", c.Factor, c.anchorText(p))
 	case c.BacklogCut:
 		reason = fmt.Sprintf("capacity %.2f× its default weight's share, held cut by the backlog guard: taken at once", c.Factor)
 	default:

@@ -608,11 +608,11 @@ func TestBacklogCut(t *testing.T) {
 		beyond     int
 		reason     string // the Step's reason when the kernel weight is 4 (the guard's cut)
 	}{
-		{"within the widened anchor", 360, GuardState{}, 10, false, 0, "capacity 0.72× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
+		{"within the widened anchor", 360, GuardState{}, 10, false, 0, "capacity 0.72× its default weight's share; TH2 close: within ±34% (2 standard errors of its estimate): default weight"},
 		{"held cut by the guard", 360, GuardState{Weight: 4, From: 10, Restore: 10}, 7, true, 0, "capacity 0.72× its default weight's share, held cut by the backlog guard: taken at once"},
-		{"held raised by the guard", 360, GuardState{Weight: 20, From: 10, Restore: 10, Raised: true}, 10, false, 0, "capacity 0.72× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
-		{"cut, within the plain anchor", 450, GuardState{Weight: 4, From: 10, Restore: 10}, 10, false, 0, "capacity 0.90× its default weight's share, within ±34% (2 standard errors of its estimate): default weight"},
-		{"beyond the widened anchor, not yet confirmed", 300, GuardState{}, 10, false, 1, "capacity 0.60× its default weight's share, beyond ±34% (2 standard errors of its estimate) for 1 of 5 intervals in a row: default weight"},
+		{"held raised by the guard", 360, GuardState{Weight: 20, From: 10, Restore: 10, Raised: true}, 10, false, 0, "capacity 0.72× its default weight's share; TH2 close: within ±34% (2 standard errors of its estimate): default weight"},
+		{"cut, within the plain anchor", 450, GuardState{Weight: 4, From: 10, Restore: 10}, 10, false, 0, "capacity 0.90× its default weight's share; TH2 close: within ±34% (2 standard errors of its estimate): default weight"},
+		{"beyond the widened anchor, not yet confirmed", 300, GuardState{}, 10, false, 1, "capacity 0.60× its default weight's share; beyond TH2 close ±34% (2 standard errors of its estimate) for 1 of 5 intervals in a row: default weight"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			est := float64(tt.served) / 0.5

@@ -59,11 +59,17 @@ type WeightParams struct {
 	// is below this, it has lost capacity and its lower estimate is taken
 	// at once (SaturatedAlone). 0 disables both.
 	Saturation float64 `toml:"saturation"`
-	// Anchor: the capacity controller keeps a server at its configured
-	// weight until its capacity per unit of configured weight differs from
-	// its service's median by more than this share; 0 = weights always in
-	// proportion to the estimates (Resolution).
+	// Anchor is seed 000's TH2 ("close"): the capacity controller keeps a
+	// server at its configured weight until its capacity per unit of
+	// configured weight differs from its service's median by more than
+	// this share; 0 = weights always in proportion to the estimates
+	// (Resolution).
 	Anchor float64 `toml:"anchor"`
+	// Light is seed 000's TH1: a server whose bottleneck is less busy
+	// than this is lightly loaded — not measured, capacity to spare — and
+	// while every server of a service is, nothing is decided
+	// (DefaultLight; Light). Anchor is TH2 (Close).
+	Light float64 `toml:"light"`
 	// Confirm: the intervals in a row a server must be beyond the anchor
 	// before it leaves its configured weight (a saturated-alone fall skips
 	// the wait).

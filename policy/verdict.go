@@ -46,9 +46,12 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 	case tr.Compare == nil && tr.Capacity != nil && tr.Capacity.UpperBoundKept:
 		return fmt.Sprintf("capacity controller: %.2f× the service's median is only an upper bound (another server is lightly loaded, so that median is a lower bound): it may cut this server's weight but not raise it back towards its default; weight kept until the server is measured against busy peers or is idle itself",
 			tr.Capacity.Factor)
+	case tr.Compare == nil && tr.Capacity != nil && tr.Capacity.Rule == RuleLight:
+		return fmt.Sprintf("capacity controller: %s (weight.light; here %s): every server has capacity to spare, nothing is decided: weight kept",
+			lightText(p.Weight), tr.Capacity.busyText())
 	case tr.Compare == nil && tr.Capacity != nil:
 		return fmt.Sprintf("capacity controller: no capacity decision this cycle (a server is measured when its busiest resource is ≥ %.0f%% busy with a connection count; below it has capacity to spare, and under %.0f%% it returns to its default weight; busiest here: %s): weight kept",
-			MinCapacityBusy*100, MinCapacityBusy*50, tr.Capacity.busyText())
+			p.Weight.light()*100, p.Weight.light()*50, tr.Capacity.busyText())
 	case tr.Compare == nil:
 		return "no new weight computed: weight kept"
 	}
@@ -57,7 +60,10 @@ func (d *Decision) Verdict(p Params, o *Observed) string {
 	if tr.Capacity != nil && p.Weight.Anchor > 0 {
 		def := o.Record.DefaultWeight(o.Configured)
 		what := fmt.Sprintf("capacity per unit of default weight %.2f× the service's median", tr.Capacity.Factor) + tr.Capacity.bottleneckNote()
-		if c.Next == def {
+		switch {
+		case c.Next == def && tr.Capacity.Rule == RuleLight:
+			what += fmt.Sprintf(" (%s: the default weight %d)", tr.Capacity.spareText(p.Weight), c.Next)
+		case c.Next == def:
 			what += fmt.Sprintf(" (%s: the default weight %d)", tr.Capacity.anchorText(p.Weight), c.Next)
 		}
 		if tr.Capacity.NothingServed {

@@ -22,7 +22,7 @@ type HistoryOptions struct {
 	MinCycles int
 	// MinBusy is the busy fraction below which a cycle says nothing of a
 	// server's capacity (default 0.05). Lower than the controller's
-	// policy.MinCapacityBusy: the controller must act on a few cycles,
+	// weight.light (policy.DefaultLight): the controller must act on a few cycles,
 	// the builder takes a median over all of them.
 	MinBusy float64
 	// Change is the relative move of a level (a server's capacity, the

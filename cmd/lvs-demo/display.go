@@ -70,7 +70,8 @@ func (p *printer) preamble(cfg monitor.Config) {
 	} else {
 		fmt.Fprintf(p.w, "  monitor  every %v, capacity controller: capacity = connections served ÷ CPU busy over the interval;\n", cfg.Interval)
 		fmt.Fprintf(p.w, "           a server keeps weight %d unless its capacity per unit of weight is more than %.0f%% off the\n", defaultWeight, wp.Anchor*100)
-		fmt.Fprintf(p.w, "           others' (then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, policy.MinCapacityBusy*100)
+		fmt.Fprintf(p.w, "           others' (TH2 close; then %d × that ratio, at least %d); under %.0f%% CPU it has capacity to spare\n", defaultWeight, wp.Min, wp.Light*100)
+		fmt.Fprintf(p.w, "           (TH1 light: while every server is, nothing is decided)\n")
 	}
 	fmt.Fprintf(p.w, "  plan     at %v server %d burns all %d CPUs for %v (POST /hog); the run ends at %v\n",
 		p.o.HogAt, hogServer, runtime.NumCPU(), p.o.HogFor, p.o.Duration)
@@ -79,7 +80,7 @@ func (p *printer) preamble(cfg monitor.Config) {
 		fmt.Fprintf(p.w, "load = aggregate load (what the formula steers),\n")
 	} else {
 		fmt.Fprintf(p.w, "cap = what the controller weighs: the server's capacity per\n")
-		fmt.Fprintf(p.w, "           unit of weight ÷ the service's median (1.00 under %.0f%% CPU: capacity to spare; - = no decision,\n", policy.MinCapacityBusy*50)
+		fmt.Fprintf(p.w, "           unit of weight ÷ the service's median (1.00 under %.0f%% CPU: capacity to spare; - = no decision,\n", wp.Light*50)
 		fmt.Fprintf(p.w, "           weight kept), ")
 	}
 	fmt.Fprintf(p.w, "cpu = the agent's CPU for that server's process (share of all CPUs), rtt = the\n")

@@ -287,6 +287,11 @@ type Capacity struct {
 	// is below the anchor: its weight falls at once, as when saturated
 	// alone.
 	BacklogCut bool `json:"backlog_cut,omitempty"`
+	// Rule names the rule that held the weight this cycle: "TH1 light"
+	// (every server of the service below weight.light busy: nothing
+	// decided) or "TH2 close" (within weight.anchor of the median: the
+	// default weight); absent when none did.
+	Rule string `json:"rule,omitempty"`
 }
 
 // Inputs are a server's normalised inputs (0 idle, 1 fully loaded).
