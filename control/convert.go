@@ -54,6 +54,14 @@ func coefficientMap(c policy.Coefficients) map[string]float64 {
 	return map[string]float64{"input": c.Input, "cpu": c.CPU, "memory": c.Memory, "disk": c.Disk, "response": c.Response, "process": c.Process}
 }
 
+func settings(in []policy.Setting) []api.Setting {
+	out := make([]api.Setting, len(in))
+	for i, s := range in {
+		out[i] = api.Setting{Key: s.Key, Value: s.Value}
+	}
+	return out
+}
+
 func weightParams(p policy.WeightParams) api.WeightParams {
 	return api.WeightParams{Gain: p.Gain, Target: p.Target, Scale: p.Scale, Min: p.Min, Threshold: p.Threshold}
 }
@@ -73,6 +81,8 @@ func (s *Server) status(st monitor.Status) api.Status {
 		Config: api.ConfigSummary{
 			IntervalSeconds:    st.Config.Interval.Seconds(),
 			Coefficients:       coefficientMap(st.Config.Coefficients),
+			Controller:         st.Config.Weight.Controller,
+			ControllerSettings: settings(st.Config.Weight.Settings()),
 			Weight:             weightParams(st.Config.Weight),
 			AgentExpirySeconds: st.Config.Availability.AgentExpiry.Seconds(),
 			SlowStartSeconds:   st.Config.Availability.SlowStart.Seconds(),

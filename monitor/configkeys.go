@@ -57,22 +57,22 @@ type configKey struct {
 }
 
 // controllerOnly names the [weight] keys that one controller reads and the
-// other ignores (policy/formula.go reads gain, target, scale and threshold;
-// policy/capacity.go reads smoothing, band, resolution, saturation, anchor,
-// light and confirm; both read min and controller).
-var controllerOnly = map[string]string{
-	"weight.gain":       policy.ControllerLVS,
-	"weight.target":     policy.ControllerLVS,
-	"weight.scale":      policy.ControllerLVS,
-	"weight.threshold":  policy.ControllerLVS,
-	"weight.smoothing":  policy.ControllerCapacity,
-	"weight.band":       policy.ControllerCapacity,
-	"weight.resolution": policy.ControllerCapacity,
-	"weight.saturation": policy.ControllerCapacity,
-	"weight.anchor":     policy.ControllerCapacity,
-	"weight.light":      policy.ControllerCapacity,
-	"weight.confirm":    policy.ControllerCapacity,
-}
+// other ignores, from the one list of each controller's keys
+// (policy.ControllerKeys): a key both read (min) is in neither.
+var controllerOnly = func() map[string]string {
+	only := map[string]string{}
+	for _, c := range []string{policy.ControllerCapacity, policy.ControllerLVS} {
+		for _, k := range policy.ControllerKeys(c) {
+			only["weight."+k] = c
+		}
+	}
+	for _, k := range policy.ControllerKeys(policy.ControllerCapacity) {
+		if slices.Contains(policy.ControllerKeys(policy.ControllerLVS), k) {
+			delete(only, "weight."+k)
+		}
+	}
+	return only
+}()
 
 // configKeys maps every key the file may set, as a dotted path without
 // array indices ("service.server.weight"), to its kind. It is derived from

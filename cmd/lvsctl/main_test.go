@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -131,6 +132,8 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d", code)
 	}
+	// The keys of the controller in use (the rig runs the LVS formula).
+	contains(t, "status header", out, "\ncontroller: lvs (gain 5, target 0.95, scale 10, threshold 1, min 1)\n")
 	contains(t, "status table", out, svc, "SERVER", "STATE", "WEIGHT", "DEFAULT", "LOAD", "ACTIVE", "INACTIVE", "AGENT OK",
 		"drained by operator", "agent failing", "active", "1s ago",
 		rsC+": agent: agent 198.51.100.13:9771: connection refused")
@@ -147,6 +150,9 @@ func TestStatus(t *testing.T) {
 	st := statusJSON(t, r)
 	if st.Version != api.ProtocolVersion || st.Cycle == nil || !st.Reload.OK {
 		t.Errorf("status header: %+v", st)
+	}
+	if want := []api.Setting{{Key: "gain", Value: 5}, {Key: "target", Value: 0.95}, {Key: "scale", Value: 10}, {Key: "threshold", Value: 1}, {Key: "min", Value: 1}}; st.Config.Controller != "lvs" || !reflect.DeepEqual(st.Config.ControllerSettings, want) {
+		t.Errorf("config summary: controller %q settings %v, want lvs %v", st.Config.Controller, st.Config.ControllerSettings, want)
 	}
 	a, b, c := server(t, st, rsA), server(t, st, rsB), server(t, st, rsC)
 	if a.State != api.StateActive || a.Load == nil || a.Inputs == nil || a.ActiveConns != 7 || a.InactiveConns != 31 ||

@@ -88,6 +88,13 @@ func printStatus(w io.Writer, st api.Status, loc *time.Location) {
 			st.Cycle.Start.In(loc).Format("15:04:05"), ago(st.Now.Sub(st.Cycle.Start)),
 			time.Duration(st.Cycle.DurationSeconds*float64(time.Second)).Round(time.Microsecond), st.Cycle.Writes, st.Config.IntervalSeconds)
 	}
+	if c := st.Config; c.Controller != "" { // absent from an older lvs-monitor
+		parts := make([]string, len(c.ControllerSettings))
+		for i, s := range c.ControllerSettings {
+			parts[i] = fmt.Sprintf("%s %g", s.Key, s.Value)
+		}
+		fmt.Fprintf(w, "controller: %s (%s)\n", c.Controller, strings.Join(parts, ", "))
+	}
 	switch {
 	case !st.Reload.OK:
 		at := "?"

@@ -135,12 +135,23 @@ type Cycle struct {
 // ConfigSummary is the part of the running configuration that explains the
 // numbers in a status.
 type ConfigSummary struct {
-	IntervalSeconds    float64            `json:"interval_seconds"`
-	Coefficients       map[string]float64 `json:"coefficients"` // input, cpu, memory, disk, response, process
-	Weight             WeightParams       `json:"weight"`
-	AgentExpirySeconds float64            `json:"agent_expiry_seconds"`
-	SlowStartSeconds   float64            `json:"slow_start_seconds"`
-	FreezeShare        float64            `json:"freeze_share"`
+	IntervalSeconds float64            `json:"interval_seconds"`
+	Coefficients    map[string]float64 `json:"coefficients"` // input, cpu, memory, disk, response, process
+	// Controller is weight.controller; ControllerSettings are the [weight]
+	// keys it reads, with their values, in the order of
+	// docs/configuration.md.
+	Controller         string       `json:"controller"`
+	ControllerSettings []Setting    `json:"controller_settings"`
+	Weight             WeightParams `json:"weight"` // the LVS formula's keys, whichever controller runs
+	AgentExpirySeconds float64      `json:"agent_expiry_seconds"`
+	SlowStartSeconds   float64      `json:"slow_start_seconds"`
+	FreezeShare        float64      `json:"freeze_share"`
+}
+
+// Setting is one configuration key within its table and its value.
+type Setting struct {
+	Key   string  `json:"key"`
+	Value float64 `json:"value"`
 }
 
 // WeightParams are the parameters of w ← w + gain·∛(target − load),
