@@ -746,7 +746,7 @@ type prediction struct {
 	grows   int     // checks in a row, up to this one, the excess grew
 	backlog float64 // PredictBacklog: beyond its share at the next check
 	ratio   float64 // (share + backlog) ÷ share, +Inf for a share of 0
-	over    bool    // grew predictGrows checks in a row, backlog ≥ PredictBar
+	over    bool    // cut: see predicted
 }
 
 // predicted is the server's predicted backlog at a check (its previous
@@ -755,8 +755,10 @@ type prediction struct {
 // finished at this check (arrivals less the growth of its active
 // connections) and less the growth of its share. Only once its spread is
 // known; growth at predictGrows checks in a row — a queue that only wanders
-// grows at every other one — and the excess already predictNow of the bar:
-// a backlog that is there, not noise extrapolated.
+// grows at every other one — the excess already predictNow of the bar (a
+// backlog that is there, not noise extrapolated), and the kernel's counter
+// agreeing: over its latest span the server finished fewer connections
+// than it was sent (CheckRates).
 func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams) prediction {
 	var p prediction
 	if !gs.ExcessSet || !gs.Spread.Known() {
@@ -782,6 +784,7 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 	}
 	bar := PredictBar(share, gs.Spread.Sigma(), g)
 	p.over = p.grows >= predictGrows && p.backlog >= bar && excess >= predictNow*bar &&
+		gs.Rated && gs.Served < gs.Arrivals &&
 		gs.overLevel(int(math.Round(share+p.backlog)), o.Kernel, share, g)
 	return p
 }
