@@ -152,7 +152,7 @@ func DefaultConfig() Config {
 			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Light: policy.DefaultLight, Confirm: 5},
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
 			Fall: 2, Rise: 1},
-		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true},
+		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true, Predict: true},
 
 		History: defaultHistory(),
 	}

@@ -375,7 +375,7 @@ func TestConfigKeys(t *testing.T) {
 		"interval": kindDuration, "agent_timeout": kindDuration, "probe_timeout": kindDuration,
 		"availability.agent_expiry": kindDuration, "availability.slow_start": kindDuration,
 		"backlog_guard.check": kindDuration, "service.probe.reference": kindDuration,
-		"weight.gain": kindNumber, "weight.min": kindInteger, "backlog_guard.raise": kindBool,
+		"weight.gain": kindNumber, "weight.min": kindInteger, "backlog_guard.raise": kindBool, "backlog_guard.predict": kindBool,
 		"sync.vips": kindStrings, "sync.peer": kindTables, "sync.peer.address": kindString,
 		"service": kindTables, "service.server": kindTables, "service.probe": kindTable,
 	} {

@@ -149,7 +149,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			key := DestKey{Service: svc.Key, Dest: rs.Addr}
 			k := &table[di]
 			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
-				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns, NewConns: -1}})
+				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns, Counter: k.Connections, NewConns: -1}})
 			mem := m.memoryAt(i, j, key)
 			if mem.seen.missing {
 				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)

@@ -55,6 +55,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	if m.follower || !m.cfg.Guard.Enabled() {
 		return 0, nil
 	}
+	m.deps.Metrics.guardCheck()
 	_, rows := m.readTable()
 	stateChanged := m.reconcile(rows)
 	heldBefore := make([]bool, len(rows))

@@ -194,9 +194,15 @@ func TestBacklogGuard(t *testing.T) {
 	addConns(t, r, 100, 100, 100)
 	cycle(t, m)
 	wantWeights(t, r, "B at 1.7×, 14 over, at a cycle: still held", 10, 4, 10)
-	// 29 active: 1.45×, within the release. A check between cycles does
-	// not release, the next cycle does.
+	// 29 active: 1.45×, within the release, but 9 over its share: with
+	// the prediction on (the default) the hold lasts until none is over.
 	setActive(t, r, 20, 29, 20)
+	addConns(t, r, 100, 100, 100)
+	cycle(t, m)
+	wantWeights(t, r, "B at 1.45×, 9 over, at a cycle: still held", 10, 4, 10)
+	// 19 active: at its share. A check between cycles does not release,
+	// the next cycle does.
+	setActive(t, r, 20, 19, 20)
 	if n := guard(t, m); n != 0 {
 		t.Fatalf("check between cycles: %d writes, want none", n)
 	}

@@ -42,6 +42,7 @@ type Metrics struct {
 	reloadTime      prometheus.Gauge
 	historyErrors   prometheus.Counter
 	historyDrops    prometheus.Counter
+	guardChecks     prometheus.Counter
 	// The fleet series (registered for every director; 0 outside a fleet).
 	fleetLeader      prometheus.Gauge
 	fleetEtcdUp      prometheus.Gauge
@@ -119,7 +120,9 @@ func newMetrics(reg prometheus.Registerer, build buildinfo.Info) *Metrics {
 		Help: "Cycles whose history records were not all written (a disk error; logged once until writing works again)."})
 	x.historyDrops = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "history_dropped_cycles_total",
 		Help: "Cycles not recorded in the history because the recorder was still writing earlier ones."})
-	reg.MustRegister(x.historyErrors, x.historyDrops)
+	x.guardChecks = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "lvs_monitor", Name: "backlog_guard_checks_total",
+		Help: "Backlog checks of the IPVS table made between cycles."})
+	reg.MustRegister(x.historyErrors, x.historyDrops, x.guardChecks)
 	x.syncWriter = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "lvs_monitor", Name: "sync_writer", Help: "1 when this director writes the weights of its synchronised group (or runs alone)."})
 	reg.MustRegister(x.cycleSeconds, x.reloadOK, x.reloadTime, x.syncWriter)
 	gauge := func(name, help string) prometheus.Gauge {
@@ -263,6 +266,14 @@ func (x *Metrics) observeSync(s SyncStatus, prev map[string]uint64) {
 // guardChanged records what a backlog check between cycles did to one
 // server (a cycle's report carries its own): a write — a cut or a raise,
 // which hold the server (gs after it) — and whether it is held now.
+// guardCheck counts one backlog check.
+func (x *Metrics) guardCheck() {
+	if x == nil {
+		return
+	}
+	x.guardChecks.Inc()
+}
+
 // connRead counts one read (or skipped read) of the connection table.
 func (x *Metrics) connRead(result string) {
 	if x == nil {

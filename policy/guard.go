@@ -128,6 +128,106 @@ func GuardCut(weight int, ratio float64, minWeight int) int {
 	return max(minWeight, to)
 }
 
+// PredictBacklog is seed 000's predicted queue Q′ = Q + L − T·μ applied to
+// a server's backlog: q, the active connections it holds beyond its share
+// now; arrivals (L), the connections it is expected to be sent until the
+// next check; served (T·μ), those it is expected to finish in that time.
+// Positive: the backlog it will hold at the next check.
+func PredictBacklog(q, arrivals, served float64) float64 {
+	return q + arrivals - served
+}
+
+// CheckRates are a server's arrivals and finished connections per reading
+// of the table (a check, or a cycle's) over the span since the kernel's
+// connection counter last moved
+// (the kernel publishes it every 2 s, so at a 1 s check every other
+// reading is unchanged): arrivals, the counter's growth over that span ÷
+// checks; served, arrivals less the growth of its active connections over
+// the same span (ServedConnections), ÷ checks. ok is false when the span
+// is empty or the counter went back (the destination was created anew):
+// no figure.
+func CheckRates(prevCounter, counter uint32, prevActive, active, checks int) (arrivals, served float64, ok bool) {
+	d := ipvs.ConnectionDelta(prevCounter, counter)
+	if checks <= 0 || d > math.MaxInt32 {
+		return 0, 0, false
+	}
+	n := float64(checks)
+	return float64(d) / n, ServedConnections(int64(d), active-prevActive) / n, true
+}
+
+// predictNoise is how many standard deviations of a server's excess a
+// predicted backlog must reach (PredictBar): its own measured scatter, and
+// at least a Poisson count's √share. The prediction (its excess plus the
+// excess's growth) scatters more than the excess itself, and a false cut
+// costs two writes (the cut and the release).
+const predictNoise = 6
+
+// predictNow is the share of the bar a server's excess must already reach
+// at the check; predictGrows the checks in a row its excess must have grown
+// (a check at which it fell by less than predictTolerance connections —
+// sent nothing, or the median moved by a fraction — does not count and
+// does not break the run).
+const (
+	predictNow       = 0.75
+	predictGrows     = 3
+	predictTolerance = 1.0
+)
+
+// PredictBar is the predicted backlog at which a server whose share of the
+// median holds share connections, and whose excess over it scatters by
+// sigma from check to check (Spread), is cut: min_excess, and beyond that
+// predictNoise times the larger of sigma and √share. Not the level test's
+// (trigger − 1)·share: a server that holds hundreds of idle keep-alive
+// connections at its share never doubles them, and a backlog of a few
+// dozen among them is still far outside their noise; while a single-core
+// server's queue at high load wanders by more than its share from one
+// second to the next, and a bar at its share cut it at every other check.
+func PredictBar(share, sigma float64, g GuardParams) float64 {
+	return max(float64(g.MinExcess), predictNoise*max(sigma, math.Sqrt(max(share, 0))))
+}
+
+// Spread is how far a server's excess over its share scatters at checks:
+// the bias-corrected decay of SmoothCapacity, spreadSmoothing per check,
+// of the excess and of its square.
+type Spread struct {
+	Mean, Square float64
+	N            int // checks folded in
+}
+
+// spreadSmoothing is the decay per check of a server's Spread: about 50
+// checks, far slower than a backlog builds; spreadMinChecks how many
+// checks it needs before it counts.
+const (
+	spreadSmoothing = 0.98
+	spreadMinChecks = 10
+)
+
+// Fold takes the excess x of a check.
+func (s *Spread) Fold(x float64) {
+	s.N++
+	s.Mean = SmoothCapacity(s.Mean, s.N, x, spreadSmoothing)
+	s.Square = SmoothCapacity(s.Square, s.N, x*x, spreadSmoothing)
+}
+
+// Sigma is the standard deviation of the excess folded in.
+func (s Spread) Sigma() float64 { return math.Sqrt(max(0, s.Square-s.Mean*s.Mean)) }
+
+// Known reports whether enough checks are in for the spread to count.
+func (s Spread) Known() bool { return s.N >= spreadMinChecks }
+
+// PredictCut is the weight a server predicted to build a backlog is cut to:
+// the lower of GuardCut at its predicted backlog ratio and, once its rates
+// are known (arrivals > 0), the weight at which it is sent what it
+// finishes, weight·served ÷ arrivals; at least minWeight, and weight
+// itself when neither is below it.
+func PredictCut(weight int, ratio, arrivals, served float64, minWeight int) int {
+	to := GuardCut(weight, ratio, minWeight)
+	if arrivals > 0 && served < arrivals {
+		to = min(to, max(minWeight, int(math.Floor(float64(weight)*max(served, 0)/arrivals))))
+	}
+	return to
+}
+
 // GuardState is a server's backlog-guard memory.
 type GuardState struct {
 	PrevActive int // active connections at the previous check
@@ -155,6 +255,45 @@ type GuardState struct {
 	// server's (Suspect): the monitor reads its entries in the connection
 	// table (TableEvidence).
 	Suspect bool
+	// Excess is the server's active connections beyond its share at the
+	// previous check (ExcessSet: not held then), Grows at how many checks
+	// in a row, up to it, that excess grew: the prediction's growth and
+	// its persistence.
+	Excess    float64
+	ExcessSet bool
+	Grows     int
+	// Spread is how far its excess scatters at checks. It outlives a
+	// hold.
+	Spread Spread
+	// Counter and CounterActive are the kernel's connection counter and
+	// the server's active connections at the check the counter last moved
+	// (CounterSet), Since the checks since then; Arrivals and Served the
+	// rates over the latest span (CheckRates), Rated once there is one.
+	Counter       uint32
+	CounterActive int
+	Since         int
+	CounterSet    bool
+	Arrivals      float64
+	Served        float64
+	Rated         bool
+}
+
+// rates folds the kernel's counter and the server's active connections at
+// a check into its arrival and service rates (CheckRates).
+func (gs *GuardState) rates(counter uint32, active int) {
+	gs.Since++
+	if !gs.CounterSet || counter != gs.Counter {
+		if gs.CounterSet {
+			gs.Arrivals, gs.Served, gs.Rated = CheckRates(gs.Counter, counter, gs.CounterActive, active, gs.Since)
+		}
+		gs.Counter, gs.CounterActive, gs.Since, gs.CounterSet = counter, active, 0, true
+	}
+}
+
+// kept is a fresh GuardState that keeps what outlives a hold.
+func (gs GuardState) kept() GuardState {
+	return GuardState{Usual: gs.Usual, Level: gs.Level, Spread: gs.Spread, Counter: gs.Counter, CounterActive: gs.CounterActive,
+		Since: gs.Since, CounterSet: gs.CounterSet, Arrivals: gs.Arrivals, Served: gs.Served, Rated: gs.Rated}
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -509,8 +648,10 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			}
 			*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true}
 		case gs.Holding():
+			gs.rates(o.Counter, o.ActiveConns)
 			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on)
 		default:
+			gs.rates(o.Counter, o.ActiveConns)
 			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on)
 		}
 		gs.Suspect = suspect
@@ -524,13 +665,16 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 }
 
 // detect is guard for a server that is not held: between cycles, a server
-// backlogged (or starved) at two checks in a row is cut (or raised).
+// backlogged (or starved) at two checks in a row is cut (or raised); with
+// Predict, one whose backlog is predicted at the next check (predicted) is
+// cut as soon as it is.
 func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
 	share := gs.expectedMedian(med) * float64(o.Kernel) // what the median says it holds
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, share, g)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
+	pr := gs.predicted(o, excess, share, g)
 	// At every cycle, over or under as well: a server that is always
 	// below its share is what the usual ratio is for. A server in slow
 	// start, or expected to hold less than one connection, says nothing
@@ -542,33 +686,101 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	if inCycle && st.RampStart.IsZero() {
 		gs.Level.Fold(float64(o.ActiveConns) / float64(o.Kernel)) // Kernel > 0: in rotation
 	}
-	cut := !inCycle && gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g)
+	early := on && g.Predict && !inCycle && pr.over
+	cut := !inCycle && (early || gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g))
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
 	sink := on && !inCycle && gs.Checked && Sinking(o.ActiveConns, o.InactiveConns, gs.PrevInactive, sinkMed, g.MinExcess)
 	ended := o.InactiveConns - gs.PrevInactive
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	gs.PrevInactive, gs.Checked = o.InactiveConns, true
+	gs.Excess, gs.ExcessSet, gs.Grows = excess, true, pr.grows
+	if !inCycle {
+		gs.Spread.Fold(excess)
+	}
 	switch {
 	case sink:
 		tr.Event, tr.Active, tr.Ended = GuardSink, o.ActiveConns, ended
 	case cut:
-		to := GuardCut(o.Kernel, ratio, e.p.Weight.Min)
+		to, why := GuardCut(o.Kernel, ratio, e.p.Weight.Min), ""
+		if early {
+			ratio = pr.ratio
+			arrivals, served := 0.0, 0.0
+			if gs.Rated {
+				arrivals, served = gs.Arrivals, gs.Served
+			}
+			to = PredictCut(o.Kernel, ratio, arrivals, served, e.p.Weight.Min)
+			why = fmt.Sprintf("backlog predicted: %.0f connections over its share at the next check (%d active, share %.1f, %.1f over it at the last check; sent %.1f, finished %.1f a check)",
+				pr.backlog, o.ActiveConns, share, excess-pr.growth, arrivals, served)
+		}
 		if to >= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level}
+		kept := gs.kept()
+		kept.PrevActive, kept.From, kept.Weight, kept.Restore = o.ActiveConns, o.Kernel, to, o.Kernel
+		*gs = kept
 		tr.Event, tr.Ratio, tr.Active = GuardCutNow, ratio, o.ActiveConns
-		propose(d, to, fmt.Sprintf("backlog: %d active connections%s, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, gs.levelText(o.Kernel), ratio, med, gs.usual()), 1)
+		if why == "" {
+			why = fmt.Sprintf("backlog: %d active connections%s, %.1f× its weight's usual share (service median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, gs.levelText(o.Kernel), ratio, med, gs.usual())
+		}
+		propose(d, to, why, 1)
 	case raise:
 		to := GuardRaise(o.Kernel, ratio)
 		if to <= o.Kernel {
 			return
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, Raised: true, From: o.Kernel, Weight: to, Restore: o.Kernel, Usual: gs.Usual, Level: gs.Level}
+		kept := gs.kept()
+		kept.PrevActive, kept.Raised, kept.From, kept.Weight, kept.Restore = o.ActiveConns, true, o.Kernel, to, o.Kernel
+		*gs = kept
 		tr.Event, tr.Ratio, tr.Active = GuardRaiseNow, ratio, o.ActiveConns
 		propose(d, to, fmt.Sprintf("starved: %d active connections, %.2f× its weight's usual share while the service's backlog grows (median %.2f per unit of weight, it usually holds %.2f×)", o.ActiveConns, ratio, med, gs.usual()), 1)
 	}
+}
+
+// prediction is a server's predicted backlog at a check.
+type prediction struct {
+	growth  float64 // its excess's growth since the previous check
+	grows   int     // checks in a row, up to this one, the excess grew
+	backlog float64 // PredictBacklog: beyond its share at the next check
+	ratio   float64 // (share + backlog) ÷ share, +Inf for a share of 0
+	over    bool    // cut: see predicted
+}
+
+// predicted is the server's predicted backlog at a check (its previous
+// check's state in gs): its excess now, plus the connections it is sent
+// per check less those it finishes, at the rates the kernel's counter
+// showed over its last span (CheckRates). Only once its spread is
+// known; growth at predictGrows checks in a row — a queue that only wanders
+// grows at every other one — the excess already predictNow of the bar (a
+// backlog that is there, not noise extrapolated), and the kernel's counter
+// agreeing: over its latest span the server finished fewer connections
+// than it was sent (CheckRates).
+func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams) prediction {
+	var p prediction
+	if !gs.ExcessSet || !gs.Spread.Known() {
+		return p
+	}
+	p.growth = excess - gs.Excess
+	switch {
+	case p.growth > 0:
+		p.grows = gs.Grows + 1
+	case p.growth > -predictTolerance:
+		p.grows = gs.Grows
+	}
+	// L and T·μ at the rates of the counter's last span: the excess's
+	// own growth from one check to the next also moves with the median
+	// (a peer's crash or a burst elsewhere moves every share), and a
+	// backlog cannot grow faster than the server is sent connections.
+	p.backlog = PredictBacklog(excess, gs.Arrivals, gs.Served)
+	p.ratio = math.Inf(1)
+	if share > 0 {
+		p.ratio = (share + p.backlog) / share
+	}
+	bar := PredictBar(share, gs.Spread.Sigma(), g)
+	p.over = p.grows >= predictGrows && p.backlog >= bar && excess >= predictNow*bar &&
+		gs.Rated && gs.Served < gs.Arrivals &&
+		gs.overLevel(int(math.Round(share+p.backlog)), o.Kernel, share, g)
+	return p
 }
 
 // holdOrRelease is guard for a held server; on is false when the guard is
@@ -586,6 +798,12 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 	// also back when its shortfall is under half of min_excess: an
 	// overload that ended takes the median, and every shortfall, to 0.
 	back := ratio <= g.Release
+	if g.Predict && !gs.Raised {
+		// And no connection over its share: a cut on a prediction comes
+		// while the backlog is still small, within release× of a share
+		// of a few connections, or of hundreds of idle keep-alive ones.
+		back = back && excess <= 0
+	}
 	if gs.Raised {
 		back = ratio >= 1/g.Release || -excess < float64(g.MinExcess)/2
 	}
@@ -601,7 +819,9 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 			}
 			propose(d, gs.Restore, fmt.Sprintf("%s (%d active connections, %.2f× its share): back to weight %d", what, o.ActiveConns, ratio, gs.Restore), 1)
 		}
-		*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true, Usual: gs.Usual, Level: gs.Level}
+		kept := gs.kept()
+		kept.PrevActive, kept.PrevInactive, kept.Checked = o.ActiveConns, o.InactiveConns, true
+		*gs = kept
 		return
 	}
 	gs.PrevActive = o.ActiveConns

@@ -123,6 +123,10 @@ type GuardParams struct {
 	MinExcess int `toml:"min_excess"`
 	// Raise: starved servers are raised too (false: the guard only cuts).
 	Raise bool `toml:"raise"`
+	// Predict: a server is cut on its predicted backlog at the next check
+	// (PredictBacklog), before the backlog forms; false: on the backlog it
+	// holds, at two checks in a row.
+	Predict bool `toml:"predict"`
 }
 
 // Enabled reports whether the guard runs.

@@ -11,10 +11,14 @@
 # (or an operator's). Assertions, on the kernel's table (ipvsadm -Ln):
 #   a. while every server is fast, nothing is written;
 #   b. when rs2 turns slow, its weight is cut within a few guard checks,
-#      for its backlog, and rs1 and rs3 stay 10;
+#      for its predicted backlog, and rs1 and rs3 stay 10;
 #   c. when rs2 is fast again, the first cycle after its connections drained
 #      gives it its weight back (10, the weight before the cut);
-#   d. an operator's drain during a hold stays (0) while the backlog goes
+#   d. with the prediction off (predict = false: the guard as it was, on
+#      the backlog rs2 holds), rs2 slow again is cut, later: the guard
+#      checks from slow to cut (lvs_monitor_backlog_guard_checks_total) are
+#      more than in b, and the test prints both and N, the difference;
+#      an operator's drain during a hold stays (0) while the backlog goes
 #      on, and the guard drops its hold; the undrain is picked up;
 #   e. when rs1 and rs2 are slow (the service builds a backlog) and rs3
 #      keeps up, rs3 is raised, for being starved, and back to 10 once the
@@ -115,7 +119,7 @@ interval = "2s"
 agent_timeout = "500ms"
 probe_timeout = "1s"
 state_dir = "$STATE"
-metrics_listen = ""
+metrics_listen = "127.0.0.1:9110"
 control_socket = "$CTL/control.sock"
 agent_port = 9
 
@@ -127,6 +131,7 @@ check = "500ms"
 trigger = 2.0
 release = 1.5
 min_excess = 8
+predict = true
 
 [[service]]
 address = "$SVC/tcp"
@@ -161,22 +166,46 @@ show "(all fast)"
 [ -z "$(changes_since "$l0")" ] || fail "a: weights written while every server was fast: $(changes_since "$l0")"
 say "a: PASS"
 
-# --- b. rs2 slow: cut for its backlog ------------------------------------------
+# --- b. rs2 slow: cut for its predicted backlog -----------------------------------
+# metric NAME [LABEL]: the monitor's metric NAME (of the series with LABEL).
+metric() {
+	ip netns exec director wget -q -O - http://127.0.0.1:9110/metrics 2>/dev/null |
+		grep "^lvs_monitor_$1[{ ]" | grep -F "${2:-}" | sed -n '1s/.* \([0-9.e+]*\)$/\1/p'
+}
+# cut_checks: the guard checks from rs2 turning slow (checks0, cuts0: the
+# counters then) to its cut, from one scrape (the check counts itself
+# before it cuts); sets n_checks once rs2's cut counter moved.
+cut_checks() {
+	_m=$(ip netns exec director wget -q -O - http://127.0.0.1:9110/metrics 2>/dev/null) || return 1
+	_c=$(echo "$_m" | sed -n 's/^lvs_monitor_backlog_guard_checks_total \([0-9]*\)$/\1/p')
+	_k=$(echo "$_m" | grep "^lvs_monitor_backlog_guard_cuts_total{" | grep -F "server=\"$(rs 2)\"" | sed -n 's/.* \([0-9]*\)$/\1/p')
+	[ -n "$_c" ] && [ "${_k:-0}" -gt "$cuts0" ] || return 1
+	n_checks=$((_c - checks0))
+}
+slow_rs2() {
+	checks0=$(metric backlog_guard_checks_total)
+	cuts0=$(metric backlog_guard_cuts_total "server=\"$(rs 2)\"")
+	cuts0=${cuts0:-0}
+	[ -n "$checks0" ] || fail "$1: no lvs_monitor_backlog_guard_checks_total on 127.0.0.1:9110"
+	echo "$SLOW" >"$W/delay2"
+	say "rs2 now takes $SLOW s per request (guard checks so far: $checks0)"
+}
 l1=$(loglines)
-echo "$SLOW" >"$W/delay2"
-say "rs2 now takes $SLOW s per request"
+slow_rs2 b
 rs2_cut() { read_table; [ -n "$w2" ] && [ "$w2" -gt 0 ] && [ "$w2" -lt 10 ]; }
 # A backlog takes its time to build: min_excess connections over the peers'
 # at rs2's share of the client's arrivals, growing, at two checks; a busy
 # guest halves the arrivals (and a frozen service — every probe timing out
 # at once — waits): 19 s once. CUT cycles, 30 s.
 CUT=15
+WAIT_POLL=0.1 wait_cycles "$CUT" "rs2's weight cut" cut_checks
+n_pred=$n_checks
 wait_cycles "$CUT" "rs2's weight cut" rs2_cut
 show "(rs2 slow)"
-changes_since "$l1" | grep -q "^$(rs 2) 10 [0-9]* backlog: " || fail "b: rs2's cut was not for its backlog: $(changes_since "$l1")"
+changes_since "$l1" | grep -q "^$(rs 2) 10 [0-9]* backlog predicted: " || fail "b: rs2's cut was not for its predicted backlog: $(changes_since "$l1")"
 changes_since "$l1" | grep -v "^$(rs 2) " | grep -q . && fail "b: another server's weight changed: $(changes_since "$l1")"
 [ "$w1" = 10 ] && [ "$w3" = 10 ] || fail "b: rs1 and rs3 should stay 10, have $w1 and $w3"
-say "b: PASS ($(changes_since "$l1" | head -n 1))"
+say "b: PASS, cut $n_pred guard checks after rs2 turned slow ($(changes_since "$l1" | head -n 1))"
 
 # --- c. rs2 fast again: its weight back at a cycle ----------------------------------
 held_while_slow b "$l1" 2 "rs2 was still slow ($SLOW s a request)"
@@ -190,10 +219,20 @@ changes_since "$l2" | grep -q "^$(rs 2) [0-9]* 10 backlog gone " || fail "c: rs2
 grep -q "msg=\"backlog guard: released\" .* server=$(rs 2) " "$W/monitor.log" || fail "c: no release logged"
 say "c: PASS"
 
-# --- d. an operator drain during a hold stays --------------------------------
+# --- d. the guard without prediction: later; an operator drain during a hold stays ---
+# predict = false: the cut waits for the backlog itself, at two checks.
+sed -i 's/^predict = true/predict = false/' "$W/monitor.toml"
+run lvs-monitor -check -config "$W/monitor.toml"
 l3=$(loglines)
-echo "$SLOW" >"$W/delay2"
+kill -HUP "$MONPID"
+wait_for "the monitor reloads its configuration" sh -c "sed -n '$((l3 + 1)),\$p' $W/monitor.log | grep -q 'SIGHUP: reloading'"
+slow_rs2 d
+WAIT_POLL=0.1 wait_cycles "$CUT" "rs2's weight cut again" cut_checks
+n_old=$n_checks
 wait_cycles "$CUT" "rs2's weight cut again" rs2_cut
+changes_since "$l3" | grep -q "^$(rs 2) 10 [0-9]* backlog: " || fail "d: rs2's cut without prediction was not for its backlog: $(changes_since "$l3")"
+say "d: guard checks from slow to cut: predicted $n_pred, without prediction $n_old: N = $((n_old - n_pred)) checks earlier"
+[ "$n_pred" -lt "$n_old" ] || fail "d: the predicted cut ($n_pred checks after rs2 turned slow) was not earlier than the cut without prediction ($n_old)"
 # The drain at once: the hold lasts while rs2 is slow, but the test's own
 # reactions take seconds when the guest is busy.
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 0
@@ -206,6 +245,9 @@ echo 0 >"$W/delay2"
 run in_ns director ipvsadm -e -t "$SVC" -r "$(rs 2)" -m -w 10
 say "operator: undrained rs2 at 10, rs2 fast"
 wait_cycles 10 "the monitor logs the undrain of rs2" grep -q "msg=ownership .* server=$(rs 2) .*undrained by operator" "$W/monitor.log"
+sed -i 's/^predict = false/predict = true/' "$W/monitor.toml"
+run lvs-monitor -check -config "$W/monitor.toml"
+kill -HUP "$MONPID"
 pass_cycles 2
 show "(rs2 undrained)"
 [ "$w2" = 10 ] || fail "d: undrained rs2 has weight $w2, want 10"

@@ -1,0 +1,259 @@
+package policy
+
+import (
+	"math"
+	"testing"
+)
+
+func TestPredictBacklog(t *testing.T) {
+	for _, c := range []struct {
+		q, arrivals, served, want float64
+		why                       string
+	}{
+		{10, 20, 14, 16, "10 over, sent 20, finishes 14: 6 more at the next check"},
+		{10, 20, 20, 10, "keeps up: the backlog stays"},
+		{10, 20, 26, 4, "drains 6 a check"},
+		{0, 30, 0, 30, "finishes nothing: all it is sent piles up"},
+		{-8, 20, 14, -2, "below its share, catching up"},
+	} {
+		if got := PredictBacklog(c.q, c.arrivals, c.served); !near(got, c.want) {
+			t.Errorf("%s: PredictBacklog(%v, %v, %v) = %v, want %v", c.why, c.q, c.arrivals, c.served, got, c.want)
+		}
+	}
+}
+
+func TestCheckRates(t *testing.T) {
+	for _, c := range []struct {
+		prevCounter, counter uint32
+		prevActive, active   int
+		checks               int
+		arrivals, served     float64
+		ok                   bool
+		why                  string
+	}{
+		{100, 130, 10, 16, 2, 15, 12, true, "30 sent over 2 checks, 6 more active: 24 finished"},
+		{100, 130, 10, 10, 1, 30, 30, true, "keeps up"},
+		{100, 110, 10, 25, 1, 10, 0, true, "active grew more than it was sent (a reading between): none finished, not −5"},
+		{math.MaxUint32 - 5, 10, 3, 3, 2, 8, 8, true, "the 32-bit counter wrapped: 16 sent"},
+		{100, 50, 3, 3, 1, 0, 0, false, "the counter went back: the destination was created anew"},
+		{100, 130, 3, 3, 0, 0, 0, false, "no checks in the span"},
+	} {
+		a, s, ok := CheckRates(c.prevCounter, c.counter, c.prevActive, c.active, c.checks)
+		if ok != c.ok || ok && (!near(a, c.arrivals) || !near(s, c.served)) {
+			t.Errorf("%s: CheckRates(%d, %d, %d, %d, %d) = %v, %v, %v; want %v, %v, %v", c.why,
+				c.prevCounter, c.counter, c.prevActive, c.active, c.checks, a, s, ok, c.arrivals, c.served, c.ok)
+		}
+	}
+}
+
+func TestPredictBar(t *testing.T) {
+	g := GuardParams{Trigger: 2, Release: 1.5, MinExcess: 16}
+	for _, c := range []struct{ share, sigma, want float64 }{
+		{0, 0, 16},       // an idle service: min_excess
+		{5, 0, 16},       // 6·√5 = 13.4, under min_excess
+		{20, 0, 26.8328}, // 6·√20
+		{20, 10, 60},     // a queue that scatters by 10: 6·10
+		{100, 3, 60},     // a count steadier than √100 = 10 is still taken as 10
+		{900, 0, 180},    // 900 idle keep-alive connections: 6·30, not 900 more
+		{-3, 0, 16},      // a negative share (none) is 0
+	} {
+		if got := PredictBar(c.share, c.sigma, g); math.Abs(got-c.want) > 1e-3 {
+			t.Errorf("PredictBar(%v, %v) = %v, want %v", c.share, c.sigma, got, c.want)
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	var s Spread
+	for i, x := range []float64{0, 20, 0, 20, 0, 20, 0, 20, 0} {
+		s.Fold(x)
+		if s.Known() {
+			t.Fatalf("known after %d checks, want %d", i+1, spreadMinChecks)
+		}
+	}
+	s.Fold(20)
+	// Ten checks alternating 0 and 20: mean 10 and mean square 200 up to
+	// the decay's weights, which favour the later 20s slightly.
+	if !s.Known() || math.Abs(s.Sigma()-10) > 0.1 {
+		t.Errorf("alternating 0 and 20: known %v, sigma %v, want known, 10 ± 0.1", s.Known(), s.Sigma())
+	}
+	var flat Spread
+	for range 20 {
+		flat.Fold(7)
+	}
+	if flat.Sigma() > 1e-6 {
+		t.Errorf("a constant excess: sigma %v, want 0", flat.Sigma())
+	}
+}
+
+func TestPredictCut(t *testing.T) {
+	for _, c := range []struct {
+		weight                  int
+		ratio, arrivals, served float64
+		min, want               int
+	}{
+		{10, 2, 0, 0, 1, 5},     // no rates yet: 10/2
+		{10, 1.2, 20, 5, 1, 2},  // 10/1.2 = 8.3; 10·5/20 = 2.5: 2
+		{10, 1.9, 20, 14, 1, 5}, // 10/1.9 = 5.3; 10·14/20 = 7: 5
+		{10, 1.1, 10, 12, 1, 9}, // finishes more than it is sent: 10/1.1 = 9.1
+		{10, 1.5, 30, 0, 1, 1},  // finishes nothing: weight.min
+		{10, 1.5, 30, 0, 3, 3},  // weight.min 3
+		{10, 1, 20, 20, 1, 10},  // no backlog, keeps up: no cut
+	} {
+		if got := PredictCut(c.weight, c.ratio, c.arrivals, c.served, c.min); got != c.want {
+			t.Errorf("PredictCut(%d, %v, %v, %v, %d) = %d, want %d", c.weight, c.ratio, c.arrivals, c.served, c.min, got, c.want)
+		}
+	}
+}
+
+// guardRun feeds backlog checks (no cycle) to three servers at weight 10:
+// A and C hold peers[k] active connections at check k, B b[k]; each is
+// sent 20 connections a check (the kernel's counter; guardRunSent: sent). It returns the check
+// at which B was cut (-1: never) and the weight it was cut to. The first
+// warm checks learn the servers' spread; the check returned counts from
+// the one after them.
+func guardRun(t *testing.T, predict bool, warm int, peers, b []int) (at, to int) {
+	t.Helper()
+	return guardRunSent(t, predict, warm, 20, peers, b)
+}
+
+func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (at, to int) {
+	t.Helper()
+	p := guardParams()
+	p.Guard.Predict = predict
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	for k := range b {
+		servers := make([]Server, 3)
+		for i := range servers {
+			a := peers[k]
+			if i == 1 {
+				a = b[k]
+			}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + sent*k)}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		for i, sv := range servers {
+			if sv.Out.Write && i != 1 {
+				t.Fatalf("predict %v, check %d: server %d written to %d (%s)", predict, k, i, sv.Out.To, sv.Out.Reason)
+			}
+		}
+		if d := servers[1].Out; d.Write {
+			return k - warm, d.To
+		}
+	}
+	return -1, 0
+}
+
+// warm is how many steady checks warmed prepends: the spread known, 0,
+// and weighing as it does after a minute of checks (its decay is 0.98 a
+// check), so that a backlog's own growth enters it only a little.
+const warm = 60
+
+// warmed prepends warm checks at a to v.
+func warmed(a int, v []int) []int { return append(steady(warm, a), v...) }
+
+func steady(n, a int) []int {
+	v := make([]int, n)
+	for i := range v {
+		v[i] = a
+	}
+	return v
+}
+
+// TestGuardPredictCutsEarlier: B turns slow at check 1 and finishes 14 of
+// the 20 connections it is sent a check, so its active connections grow
+// 6 a check from its share of 20 (its spread learned over a minute of
+// steady checks: 0, and about 3 once the growth itself enters it, under
+// √20 = 4.47). Without the prediction it is cut once it holds twice its share,
+// 16 over, at two checks: 44 at check 4 is once, 50 at check 5 cuts (to
+// 10/2.5 = 4). With it the bar is 6·√20 = 26.8: at check 4 it holds 24
+// over (at least 0.75 of the bar), has grown at four checks in a row, and
+// will hold 24 + 6 = 30 over at the next check — cut one check earlier, to
+// min(10/2.5, 10·14/20) = 4. The guard before the prediction failed the
+// first half of this test (cut at 5).
+func TestGuardPredictCutsEarlier(t *testing.T) {
+	peers := steady(10, 20)
+	b := []int{20, 26, 32, 38, 44, 50, 56, 62, 68, 74}
+	if at, to := guardRun(t, true, warm, warmed(20, peers), warmed(20, b)); at != 4 || to != 4 {
+		t.Errorf("predicted: B cut at check %d to %d, want check 4 to 4", at, to)
+	}
+	if at, to := guardRun(t, false, warm, warmed(20, peers), warmed(20, b)); at != 5 || to != 4 {
+		t.Errorf("without prediction: B cut at check %d to %d, want check 5 to 4", at, to)
+	}
+	// Finishing none of 20 a check: 40 at check 1 (twice its share), 60 at
+	// check 2 — the level test cuts at check 2, to 10/3 = 3, before the
+	// prediction's three checks of growth are in; with the prediction on
+	// the level test still applies: never later.
+	fast := []int{20, 40, 60, 80, 100, 120, 140, 160, 180, 200}
+	for _, predict := range []bool{true, false} {
+		if at, to := guardRun(t, predict, warm, warmed(20, peers), warmed(20, fast)); at != 2 || to != 3 {
+			t.Errorf("finishing none, predict %v: cut at check %d to %d, want check 2 to 3", predict, at, to)
+		}
+	}
+}
+
+// TestGuardPredictKeepAlive: every server holds 600 idle keep-alive
+// connections (its share) and is sent 40 a check; B finishes 10 of them,
+// so its backlog grows 30 a check among the idle ones. The level test
+// needs 1200 (twice its share), 20 checks away. The prediction needs 0.75
+// of the bar (6·√600 = 147) over now, 110: 120 at check 4, and 120 + 40 −
+// 10 = 150 at the next.
+func TestGuardPredictKeepAlive(t *testing.T) {
+	peers := steady(12, 600)
+	b := make([]int, 12)
+	for k := range b {
+		b[k] = 600 + 30*k
+	}
+	if at, _ := guardRunSent(t, true, warm, 40, warmed(600, peers), warmed(600, b)); at != 4 {
+		t.Errorf("predicted: B cut at check %d, want 4", at)
+	}
+	if at, _ := guardRunSent(t, false, warm, 40, warmed(600, peers), warmed(600, b)); at != -1 {
+		t.Errorf("without prediction: B cut at check %d, want never within 12 checks", at)
+	}
+}
+
+// TestGuardPredictNoise: a server that is only noisy is not cut — its
+// queue rising and falling from one check to the next, a jump at one
+// check, a slow creep that stays under half the bar, a burst that grows
+// every server alike.
+func TestGuardPredictNoise(t *testing.T) {
+	for _, c := range []struct {
+		why      string
+		peers, b []int
+	}{
+		{"rises and falls", steady(10, 20), []int{20, 30, 22, 32, 21, 33, 20, 31, 22, 34}},
+		{"one jump", steady(10, 20), []int{20, 20, 45, 20, 20, 46, 20, 20, 20, 20}},
+		{"creeps 3 a check to 8 over", steady(10, 20), []int{20, 23, 26, 28, 28, 28, 28, 28, 28, 28}},
+		{"a burst grows everyone", []int{600, 650, 700, 750, 800, 850, 900, 950, 1000, 1050},
+			[]int{600, 650, 700, 750, 800, 850, 900, 950, 1000, 1050}},
+	} {
+		if at, to := guardRun(t, true, warm, warmed(c.peers[0], c.peers), warmed(c.b[0], c.b)); at >= 0 {
+			t.Errorf("%s: B cut at check %d to %d", c.why, at, to)
+		}
+	}
+}
+
+// TestGuardPredictNoisyServer: B's queue scattered by 10 from check to
+// check (20 and 40 in turn over its last 12 checks: its excess 0 and 20),
+// so its bar is 6·7.2 = 43 (the decay weighs the 48 steady checks before)
+// and 0.75 of it 33. When it then grows 6 a check from
+// 20 the prediction would need 33 over (56 active, check 6); the level
+// test cuts first, at check 5 (44, 50), as without the prediction.
+func TestGuardPredictNoisyServer(t *testing.T) {
+	var warmB []int
+	for k := range 12 {
+		warmB = append(warmB, 20+20*(k%2))
+	}
+	b := append(steady(warm-12, 20), warmB...)
+	b = append(b, 20, 26, 32, 38, 44, 50, 56, 62)
+	peers := steady(len(b), 20)
+	if at, to := guardRun(t, true, warm, peers, b); at != 5 || to != 4 {
+		t.Errorf("noisy B: cut at check %d to %d, want check 5 to 4 (the level test)", at, to)
+	}
+}
