@@ -119,6 +119,12 @@ func guardRun(t *testing.T, predict bool, warm int, peers, b []int) (at, to int)
 
 func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (at, to int) {
 	t.Helper()
+	return guardRunIn(t, Service{}, predict, warm, sent, peers, b)
+}
+
+// guardRunIn is guardRunSent for a service svc.
+func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, b []int) (at, to int) {
+	t.Helper()
 	p := guardParams()
 	p.Guard.Predict = predict
 	e, err := NewEngine(p)
@@ -137,7 +143,7 @@ func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (a
 			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + sent*k)}
 			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
 		}
-		e.Check(Service{}, st, servers)
+		e.Check(svc, st, servers)
 		for i, sv := range servers {
 			if sv.Out.Write && i != 1 {
 				t.Fatalf("predict %v, check %d: server %d written to %d (%s)", predict, k, i, sv.Out.To, sv.Out.Reason)
@@ -255,5 +261,40 @@ func TestGuardPredictNoisyServer(t *testing.T) {
 	peers := steady(len(b), 20)
 	if at, to := guardRun(t, true, warm, peers, b); at != 5 || to != 4 {
 		t.Errorf("noisy B: cut at check %d to %d, want check 5 to 4 (the level test)", at, to)
+	}
+}
+
+// TestCountingScheduler: the IPVS schedulers whose kernel code weighs a
+// server's active connections when it places a new one.
+func TestCountingScheduler(t *testing.T) {
+	for name, want := range map[string]bool{
+		"lc": true, "wlc": true, "sed": true, "nq": true, "lblc": true, "lblcr": true, "ovf": true, "twos": true,
+		"rr": false, "wrr": false, "fo": false, "sh": false, "dh": false, "mh": false, "": false,
+	} {
+		if got := CountingScheduler(name); got != want {
+			t.Errorf("CountingScheduler(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestGuardPredictNotUnderCounting: under a scheduler that weighs active
+// connections itself the guard cuts on the level rule alone, as with
+// predict = false: B of TestGuardPredictCutsEarlier at check 5 (50 active,
+// twice its share of 20 with 16 over at two checks) to 10/2.5 = 4, not at
+// check 4; the keep-alive backlog of TestGuardPredictKeepAlive never
+// within 12 checks. The guard before this rule cut both on the prediction
+// (at check 4) under wlc too.
+func TestGuardPredictNotUnderCounting(t *testing.T) {
+	wlc := Service{Counting: true}
+	b := []int{20, 26, 32, 38, 44, 50, 56, 62, 68, 74}
+	if at, to := guardRunIn(t, wlc, true, warm, 20, warmed(20, steady(10, 20)), warmed(20, b)); at != 5 || to != 4 {
+		t.Errorf("counting scheduler: B cut at check %d to %d, want check 5 to 4", at, to)
+	}
+	ka := make([]int, 12)
+	for k := range ka {
+		ka[k] = 600 + 30*k
+	}
+	if at, _ := guardRunIn(t, wlc, true, warm, 40, warmed(600, steady(12, 600)), warmed(600, ka)); at != -1 {
+		t.Errorf("counting scheduler, keep-alive: B cut at check %d, want never within 12 checks", at)
 	}
 }
