@@ -683,8 +683,8 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 
 // detect is guard for a server that is not held: between cycles, a server
 // backlogged (or starved) at two checks in a row is cut (or raised); with
-// Predict, one whose backlog is predicted at the next check (predicted) is
-// cut as soon as it is.
+// predict (Predict, and a scheduler that places by weight alone), one whose
+// backlog is predicted at the next check (predicted) is cut as soon as it is.
 func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on, predict bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
@@ -801,7 +801,7 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 }
 
 // holdOrRelease is guard for a held server; on is false when the guard is
-// off (for its service), which ends every hold.
+// off (for its service), which ends every hold; predict as for detect.
 func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *GuardTrace, med float64, inCycle, on, predict bool) {
 	g := e.p.Guard
 	if inCycle && d.Write {
