@@ -18,7 +18,8 @@ import (
 // up, or raise one far below its share while the service's backlog grows.
 
 // readSchedulers reads, once per cycle, every service's scheduler for the
-// cycle's report, and notes which services run a hashing one. A failed read
+// cycle's report, and notes which services run a hashing one and which
+// one that weighs active connections itself. A failed read
 // keeps what was known.
 func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 	svcs, err := m.deps.Table.Services()
@@ -28,13 +29,17 @@ func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 	}
 	all := make(map[ipvs.ServiceKey]string, len(svcs))
 	hashed := map[ipvs.ServiceKey]string{}
+	counting := map[ipvs.ServiceKey]bool{}
 	for _, s := range svcs {
 		all[s.Key] = s.Scheduler
 		if policy.HashingScheduler(s.Scheduler) {
 			hashed[s.Key] = s.Scheduler
 		}
+		if policy.CountingScheduler(s.Scheduler) {
+			counting[s.Key] = true
+		}
 	}
-	m.hashed = hashed
+	m.hashed, m.counting = hashed, counting
 	return all
 }
 

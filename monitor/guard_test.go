@@ -397,3 +397,26 @@ func TestBacklogGuardSink(t *testing.T) {
 		t.Errorf("B answering again: still weight 0 after 3 cycles")
 	}
 }
+
+// TestBacklogGuardKnowsCountingSchedulers: the guard predicts no backlog
+// under a scheduler that weighs active connections itself; the monitor
+// reads which one a service runs at every cycle and tells policy.
+func TestBacklogGuardKnowsCountingSchedulers(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	setAllCPU(r, 0.5)
+	setActive(t, r, 5, 5, 5)
+	cycle(t, m)
+	if m.counting[svcKey] {
+		t.Error("wrr: read as a scheduler that counts active connections")
+	}
+	must(t, r.table.RemoveService(svcKey))
+	must(t, r.table.AddService(svcKey, "wlc"))
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC, rsX} {
+		must(t, r.table.AddDestination(svcKey, rs, 10))
+	}
+	cycle(t, m)
+	if !m.counting[svcKey] {
+		t.Error("wlc: not read as a scheduler that counts active connections")
+	}
+}

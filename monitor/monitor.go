@@ -64,10 +64,13 @@ type Monitor struct {
 	noted    map[string]bool // one-time notices already logged
 	// hashed: the services under a hashing scheduler at the last cycle
 	// (the backlog guard leaves them alone), with the scheduler's name
-	hashed  map[ipvs.ServiceKey]string
-	conns   connBudget // when the guard may read the connection table again
-	started time.Time
-	nodeExp *nodeexp.Client // scrapes the servers whose source is node_exporter
+	hashed map[ipvs.ServiceKey]string
+	// counting: the services whose scheduler weighs active connections
+	// itself at the last cycle (the guard predicts no backlog there)
+	counting map[ipvs.ServiceKey]bool
+	conns    connBudget // when the guard may read the connection table again
+	started  time.Time
+	nodeExp  *nodeexp.Client // scrapes the servers whose source is node_exporter
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and

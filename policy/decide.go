@@ -223,6 +223,10 @@ type Service struct {
 	// Hashing: the service's scheduler places connections by hashing
 	// (HashingScheduler); the backlog guard leaves it alone.
 	Hashing bool
+	// Counting: the service's scheduler weighs each server's active
+	// connections itself (CountingScheduler); the backlog guard acts on a
+	// backlog that is there, not on one it predicts.
+	Counting bool
 }
 
 // Events are what happened to a service in a cycle, for the log.

@@ -38,6 +38,20 @@ func HashingScheduler(name string) bool {
 	return false
 }
 
+// CountingScheduler reports whether an IPVS scheduler weighs each server's
+// active connections when it places a new one (the kernel's ip_vs_lc.c,
+// wlc, sed, nq, lblc, lblcr, ovf and twos): there a server whose active
+// connections grow is already sent fewer, before any weight changes, and
+// a cut on a predicted backlog mostly adds writes. rr, wrr and fo place by
+// weight alone.
+func CountingScheduler(name string) bool {
+	switch name {
+	case "lc", "wlc", "sed", "nq", "lblc", "lblcr", "ovf", "twos":
+		return true
+	}
+	return false
+}
+
 // BacklogRatio is a server's active connections per unit of weight as a
 // multiple of its service's median (median per unit of weight), and its
 // excess over the median share: active − median·weight. A median of 0 gives
@@ -166,10 +180,12 @@ const predictNoise = 6
 // at the check; predictGrows the checks in a row its excess must have grown
 // (a check at which it fell by less than predictTolerance connections —
 // sent nothing, or the median moved by a fraction — does not count and
-// does not break the run).
+// does not break the run). Four, not three: a single-core server's queue
+// at high load wanders up three seconds in a row often enough to be cut
+// for nothing.
 const (
 	predictNow       = 0.75
-	predictGrows     = 3
+	predictGrows     = 4
 	predictTolerance = 1.0
 )
 
@@ -626,6 +642,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 	if s.Hashing && on {
 		on, offForHashing = false, true
 	}
+	predict := g.Predict && !s.Counting
 	med := medianPerWeight(servers)
 	building := Building(med, st, g.Trigger)
 	if inCycle {
@@ -649,10 +666,10 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			*gs = GuardState{PrevActive: o.ActiveConns, PrevInactive: o.InactiveConns, Checked: true}
 		case gs.Holding():
 			gs.rates(o.Counter, o.ActiveConns)
-			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on)
+			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on, predict)
 		default:
 			gs.rates(o.Counter, o.ActiveConns)
-			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on)
+			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on, predict)
 		}
 		gs.Suspect = suspect
 		if tr.Event != GuardNone || gs.Holding() {
@@ -666,9 +683,9 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 
 // detect is guard for a server that is not held: between cycles, a server
 // backlogged (or starved) at two checks in a row is cut (or raised); with
-// Predict, one whose backlog is predicted at the next check (predicted) is
-// cut as soon as it is.
-func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on bool) {
+// predict (Predict, and a scheduler that places by weight alone), one whose
+// backlog is predicted at the next check (predicted) is cut as soon as it is.
+func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on, predict bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
 	share := gs.expectedMedian(med) * float64(o.Kernel) // what the median says it holds
@@ -686,7 +703,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	if inCycle && st.RampStart.IsZero() {
 		gs.Level.Fold(float64(o.ActiveConns) / float64(o.Kernel)) // Kernel > 0: in rotation
 	}
-	early := on && g.Predict && !inCycle && pr.over
+	early := on && predict && !inCycle && pr.over
 	cut := !inCycle && (early || gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g))
 	// A server in slow start is below its share on purpose.
 	raise := !inCycle && gs.Under && under && st.RampStart.IsZero()
@@ -784,8 +801,8 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 }
 
 // holdOrRelease is guard for a held server; on is false when the guard is
-// off (for its service), which ends every hold.
-func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *GuardTrace, med float64, inCycle, on bool) {
+// off (for its service), which ends every hold; predict as for detect.
+func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *GuardTrace, med float64, inCycle, on, predict bool) {
 	g := e.p.Guard
 	if inCycle && d.Write {
 		gs.Restore = d.To // the controller's latest weight
@@ -798,7 +815,7 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 	// also back when its shortfall is under half of min_excess: an
 	// overload that ended takes the median, and every shortfall, to 0.
 	back := ratio <= g.Release
-	if g.Predict && !gs.Raised {
+	if predict && !gs.Raised {
 		// And no connection over its share: a cut on a prediction comes
 		// while the backlog is still small, within release× of a share
 		// of a few connections, or of hundreds of idle keep-alive ones.

@@ -119,6 +119,12 @@ func guardRun(t *testing.T, predict bool, warm int, peers, b []int) (at, to int)
 
 func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (at, to int) {
 	t.Helper()
+	return guardRunIn(t, Service{}, predict, warm, sent, peers, b)
+}
+
+// guardRunIn is guardRunSent for a service svc.
+func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, b []int) (at, to int) {
+	t.Helper()
 	p := guardParams()
 	p.Guard.Predict = predict
 	e, err := NewEngine(p)
@@ -137,7 +143,7 @@ func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (a
 			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + sent*k)}
 			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
 		}
-		e.Check(Service{}, st, servers)
+		e.Check(svc, st, servers)
 		for i, sv := range servers {
 			if sv.Out.Write && i != 1 {
 				t.Fatalf("predict %v, check %d: server %d written to %d (%s)", predict, k, i, sv.Out.To, sv.Out.Reason)
@@ -188,7 +194,7 @@ func TestGuardPredictCutsEarlier(t *testing.T) {
 	}
 	// Finishing none of 20 a check: 40 at check 1 (twice its share), 60 at
 	// check 2 — the level test cuts at check 2, to 10/3 = 3, before the
-	// prediction's three checks of growth are in; with the prediction on
+	// prediction's four checks of growth are in; with the prediction on
 	// the level test still applies: never later.
 	fast := []int{20, 40, 60, 80, 100, 120, 140, 160, 180, 200}
 	for _, predict := range []bool{true, false} {
@@ -239,6 +245,29 @@ func TestGuardPredictNoise(t *testing.T) {
 	}
 }
 
+// TestGuardPredictWandersThreeChecks: B's queue rises 6, 6 and 12 over
+// three checks, then falls back to its share — a single-core server's
+// queue at high load wanders so. At check 3 it holds 44, 24 over a share
+// of 20: at least 0.75 of the bar 6·√20 = 26.8 (its spread, about 2 from
+// the two small rises, is under √20), and it was sent 20 and finished 8,
+// so Q′ = 24 + 20 − 8 = 36 is over the bar; but it has grown at three
+// checks, not four, and is not cut. Growing a fourth time (50 at check 4:
+// 30 over, sent 20, finished 14, Q′ = 30 + 20 − 14 = 36; its spread now
+// about 4.4, still under √20) it is, to the lower of 10 ÷ (20 + 36)/20 =
+// 3.6 and 10 × 14/20 = 7: 3. The guard with three checks of growth cut it
+// at check 3 in both runs.
+func TestGuardPredictWandersThreeChecks(t *testing.T) {
+	peers := steady(10, 20)
+	back := []int{20, 26, 32, 44, 20, 20, 20, 20, 20, 20}
+	if at, to := guardRun(t, true, warm, warmed(20, peers), warmed(20, back)); at != -1 {
+		t.Errorf("three checks of growth, then back: B cut at check %d to %d, want never", at, to)
+	}
+	on := []int{20, 26, 32, 44, 50, 20, 20, 20, 20, 20}
+	if at, to := guardRun(t, true, warm, warmed(20, peers), warmed(20, on)); at != 4 || to != 3 {
+		t.Errorf("four checks of growth: B cut at check %d to %d, want check 4 to 3", at, to)
+	}
+}
+
 // TestGuardPredictNoisyServer: B's queue scattered by 10 from check to
 // check (20 and 40 in turn over its last 12 checks: its excess 0 and 20),
 // so its bar is 6·7.2 = 43 (the decay weighs the 48 steady checks before)
@@ -255,5 +284,40 @@ func TestGuardPredictNoisyServer(t *testing.T) {
 	peers := steady(len(b), 20)
 	if at, to := guardRun(t, true, warm, peers, b); at != 5 || to != 4 {
 		t.Errorf("noisy B: cut at check %d to %d, want check 5 to 4 (the level test)", at, to)
+	}
+}
+
+// TestCountingScheduler: the IPVS schedulers whose kernel code weighs a
+// server's active connections when it places a new one.
+func TestCountingScheduler(t *testing.T) {
+	for name, want := range map[string]bool{
+		"lc": true, "wlc": true, "sed": true, "nq": true, "lblc": true, "lblcr": true, "ovf": true, "twos": true,
+		"rr": false, "wrr": false, "fo": false, "sh": false, "dh": false, "mh": false, "": false,
+	} {
+		if got := CountingScheduler(name); got != want {
+			t.Errorf("CountingScheduler(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestGuardPredictNotUnderCounting: under a scheduler that weighs active
+// connections itself the guard cuts on the level rule alone, as with
+// predict = false: B of TestGuardPredictCutsEarlier at check 5 (50 active,
+// twice its share of 20 with 16 over at two checks) to 10/2.5 = 4, not at
+// check 4; the keep-alive backlog of TestGuardPredictKeepAlive never
+// within 12 checks. The guard before this rule cut both on the prediction
+// (at check 4) under wlc too.
+func TestGuardPredictNotUnderCounting(t *testing.T) {
+	wlc := Service{Counting: true}
+	b := []int{20, 26, 32, 38, 44, 50, 56, 62, 68, 74}
+	if at, to := guardRunIn(t, wlc, true, warm, 20, warmed(20, steady(10, 20)), warmed(20, b)); at != 5 || to != 4 {
+		t.Errorf("counting scheduler: B cut at check %d to %d, want check 5 to 4", at, to)
+	}
+	ka := make([]int, 12)
+	for k := range ka {
+		ka[k] = 600 + 30*k
+	}
+	if at, _ := guardRunIn(t, wlc, true, warm, 40, warmed(600, steady(12, 600)), warmed(600, ka)); at != -1 {
+		t.Errorf("counting scheduler, keep-alive: B cut at check %d, want never within 12 checks", at)
 	}
 }
