@@ -180,12 +180,10 @@ const predictNoise = 6
 // at the check; predictGrows the checks in a row its excess must have grown
 // (a check at which it fell by less than predictTolerance connections —
 // sent nothing, or the median moved by a fraction — does not count and
-// does not break the run). Four, not three: a single-core server's queue
-// at high load wanders up three seconds in a row often enough to be cut
-// for nothing.
+// does not break the run).
 const (
 	predictNow       = 0.75
-	predictGrows     = 4
+	predictGrows     = 3
 	predictTolerance = 1.0
 )
 
