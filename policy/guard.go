@@ -145,10 +145,13 @@ func GuardCut(weight int, ratio float64, minWeight int) int {
 // PredictBacklog is seed 000's predicted queue Q′ = Q + L − T·μ applied to
 // a server's backlog: q, the active connections it holds beyond its share
 // now; arrivals (L), the connections it is expected to be sent until the
-// next check; served (T·μ), those it is expected to finish in that time.
-// Positive: the backlog it will hold at the next check.
-func PredictBacklog(q, arrivals, served float64) float64 {
-	return q + arrivals - served
+// next check; served (T·μ), those it is expected to finish in that time;
+// shareGrowth, how much its share itself grows in that time (a burst, or
+// idle keep-alive connections piling up everywhere, grows every server's
+// count with its weight — that is no backlog). Positive: the backlog it
+// will hold at the next check.
+func PredictBacklog(q, arrivals, served, shareGrowth float64) float64 {
+	return q + arrivals - served - shareGrowth
 }
 
 // CheckRates are a server's arrivals and finished connections per reading
@@ -725,8 +728,8 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 				arrivals, served = gs.Arrivals, gs.Served
 			}
 			to = PredictCut(o.Kernel, ratio, arrivals, served, e.p.Weight.Min)
-			why = fmt.Sprintf("backlog predicted: %.0f connections over its share at the next check (%d active, share %.1f, %.1f over it at the last check; sent %.1f, finished %.1f a check)",
-				pr.backlog, o.ActiveConns, share, excess-pr.growth, arrivals, served)
+			why = fmt.Sprintf("backlog predicted: %.0f connections over its share at the next check (%d active, share %.1f, growing %.1f a check; sent %.1f, finished %.1f a check)",
+				pr.backlog, o.ActiveConns, share, pr.growth, arrivals, served)
 		}
 		if to >= o.Kernel {
 			return
@@ -762,9 +765,10 @@ type prediction struct {
 }
 
 // predicted is the server's predicted backlog at a check (its previous
-// check's state in gs): its excess now, plus the connections it is sent
-// per check less those it finishes, at the rates the kernel's counter
-// showed over its last span (CheckRates). Only once its spread is
+// check's state in gs): its excess now, the connections it is sent per
+// check (its arrival rate, from the kernel's counter) less those it
+// finished at this check (arrivals less the growth of its active
+// connections) and less the growth of its share. Only once its spread is
 // known; growth at predictGrows checks in a row — a queue that only wanders
 // grows at every other one — the excess already predictNow of the bar (a
 // backlog that is there, not noise extrapolated), and the kernel's counter
@@ -775,6 +779,12 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 	if !gs.ExcessSet || !gs.Spread.Known() {
 		return p
 	}
+	arrivals := 0.0
+	if gs.Rated {
+		arrivals = gs.Arrivals
+	}
+	served := arrivals - float64(o.ActiveConns-gs.PrevActive)
+	prevShare := float64(gs.PrevActive) - gs.Excess
 	p.growth = excess - gs.Excess
 	switch {
 	case p.growth > 0:
@@ -782,11 +792,7 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 	case p.growth > -predictTolerance:
 		p.grows = gs.Grows
 	}
-	// L and T·μ at the rates of the counter's last span: the excess's
-	// own growth from one check to the next also moves with the median
-	// (a peer's crash or a burst elsewhere moves every share), and a
-	// backlog cannot grow faster than the server is sent connections.
-	p.backlog = PredictBacklog(excess, gs.Arrivals, gs.Served)
+	p.backlog = PredictBacklog(excess, arrivals, served, share-prevShare)
 	p.ratio = math.Inf(1)
 	if share > 0 {
 		p.ratio = (share + p.backlog) / share

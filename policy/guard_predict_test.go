@@ -7,17 +7,18 @@ import (
 
 func TestPredictBacklog(t *testing.T) {
 	for _, c := range []struct {
-		q, arrivals, served, want float64
-		why                       string
+		q, arrivals, served, shareGrowth, want float64
+		why                                    string
 	}{
-		{10, 20, 14, 16, "10 over, sent 20, finishes 14: 6 more at the next check"},
-		{10, 20, 20, 10, "keeps up: the backlog stays"},
-		{10, 20, 26, 4, "drains 6 a check"},
-		{0, 30, 0, 30, "finishes nothing: all it is sent piles up"},
-		{-8, 20, 14, -2, "below its share, catching up"},
+		{10, 20, 14, 0, 16, "10 over, sent 20, finishes 14: 6 more at the next check"},
+		{10, 20, 20, 0, 10, "keeps up: the backlog stays"},
+		{10, 20, 26, 0, 4, "drains 6 a check"},
+		{0, 30, 0, 0, 30, "finishes nothing: all it is sent piles up"},
+		{5, 30, 20, 10, 5, "grows 10 a check, as its share does (a burst): no more backlog"},
+		{-8, 20, 14, 0, -2, "below its share, catching up"},
 	} {
-		if got := PredictBacklog(c.q, c.arrivals, c.served); !near(got, c.want) {
-			t.Errorf("%s: PredictBacklog(%v, %v, %v) = %v, want %v", c.why, c.q, c.arrivals, c.served, got, c.want)
+		if got := PredictBacklog(c.q, c.arrivals, c.served, c.shareGrowth); !near(got, c.want) {
+			t.Errorf("%s: PredictBacklog(%v, %v, %v, %v) = %v, want %v", c.why, c.q, c.arrivals, c.served, c.shareGrowth, got, c.want)
 		}
 	}
 }
@@ -108,7 +109,7 @@ func TestPredictCut(t *testing.T) {
 
 // guardRun feeds backlog checks (no cycle) to three servers at weight 10:
 // A and C hold peers[k] active connections at check k, B b[k]; each is
-// sent 20 connections a check (the kernel's counter; guardRunSent: sent). It returns the check
+// sent 20 connections a check (the kernel's counter). It returns the check
 // at which B was cut (-1: never) and the weight it was cut to. The first
 // warm checks learn the servers' spread; the check returned counts from
 // the one after them.
@@ -140,7 +141,7 @@ func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, 
 			if i == 1 {
 				a = b[k]
 			}
-			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + sent*k)}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + 20*k)}
 			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
 		}
 		e.Check(svc, st, servers)
@@ -205,21 +206,20 @@ func TestGuardPredictCutsEarlier(t *testing.T) {
 }
 
 // TestGuardPredictKeepAlive: every server holds 600 idle keep-alive
-// connections (its share) and is sent 40 a check; B finishes 10 of them,
-// so its backlog grows 30 a check among the idle ones. The level test
-// needs 1200 (twice its share), 20 checks away. The prediction needs 0.75
-// of the bar (6·√600 = 147) over now, 110: 120 at check 4, and 120 + 40 −
-// 10 = 150 at the next.
+// connections (its share); B's backlog grows 30 a check among them. The
+// level test needs 1200 (twice its share), 20 checks away. The prediction
+// needs 0.75 of the bar (6·√600 = 147) over now, 110: 120 at check 4,
+// 150 at the next.
 func TestGuardPredictKeepAlive(t *testing.T) {
 	peers := steady(12, 600)
 	b := make([]int, 12)
 	for k := range b {
 		b[k] = 600 + 30*k
 	}
-	if at, _ := guardRunSent(t, true, warm, 40, warmed(600, peers), warmed(600, b)); at != 4 {
+	if at, _ := guardRun(t, true, warm, warmed(600, peers), warmed(600, b)); at != 4 {
 		t.Errorf("predicted: B cut at check %d, want 4", at)
 	}
-	if at, _ := guardRunSent(t, false, warm, 40, warmed(600, peers), warmed(600, b)); at != -1 {
+	if at, _ := guardRun(t, false, warm, warmed(600, peers), warmed(600, b)); at != -1 {
 		t.Errorf("without prediction: B cut at check %d, want never within 12 checks", at)
 	}
 }
