@@ -146,12 +146,14 @@ func GuardCut(weight int, ratio float64, minWeight int) int {
 // a server's backlog: q, the active connections it holds beyond its share
 // now; arrivals (L), the connections it is expected to be sent until the
 // next check; served (T·μ), those it is expected to finish in that time;
-// shareGrowth, how much its share itself grows in that time (a burst, or
-// idle keep-alive connections piling up everywhere, grows every server's
-// count with its weight — that is no backlog). Positive: the backlog it
-// will hold at the next check.
+// shareGrowth, how much its share itself grew at the last check (a burst,
+// or idle keep-alive connections piling up everywhere, grows every
+// server's count with its weight — that is no backlog). A share that fell
+// counts as 0: a peer's crash or a burst ending elsewhere moves the share
+// once, and extrapolated it would read as a backlog growing by the fall
+// every check. Positive: the backlog it will hold at the next check.
 func PredictBacklog(q, arrivals, served, shareGrowth float64) float64 {
-	return q + arrivals - served - shareGrowth
+	return q + arrivals - served - math.Max(shareGrowth, 0)
 }
 
 // CheckRates are a server's arrivals and finished connections per reading

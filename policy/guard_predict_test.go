@@ -16,6 +16,7 @@ func TestPredictBacklog(t *testing.T) {
 		{0, 30, 0, 0, 30, "finishes nothing: all it is sent piles up"},
 		{5, 30, 20, 10, 5, "grows 10 a check, as its share does (a burst): no more backlog"},
 		{-8, 20, 14, 0, -2, "below its share, catching up"},
+		{30, 26, 26, -52, 30, "its share fell by 52 (a peer crashed): a step once, not a rate: keeps up, the backlog stays"},
 	} {
 		if got := PredictBacklog(c.q, c.arrivals, c.served, c.shareGrowth); !near(got, c.want) {
 			t.Errorf("%s: PredictBacklog(%v, %v, %v, %v) = %v, want %v", c.why, c.q, c.arrivals, c.served, c.shareGrowth, got, c.want)
