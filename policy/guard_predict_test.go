@@ -24,6 +24,27 @@ func TestPredictBacklog(t *testing.T) {
 	}
 }
 
+func TestFinishingLess(t *testing.T) {
+	for _, c := range []struct {
+		arrivals, served float64
+		checks           int
+		want             bool
+		why              string
+	}{
+		{161, 158, 1, false, "3 short of 161: √161 = 12.7, keeping up"},
+		{161, 140, 1, true, "21 short of 161: beyond 12.7"},
+		{1.2, 0.4, 4, true, "4.8 sent over 4 checks, 1.6 finished: 3.2 short, √4.8 = 2.19"},
+		{1.2, 0.8, 4, false, "1.6 short of 4.8: within 2.19"},
+		{1, 0, 1, false, "one sent, none finished: 1 is not beyond √1"},
+		{10, 10, 2, false, "keeps up"},
+		{10, 12, 2, false, "catching up"},
+	} {
+		if got := FinishingLess(c.arrivals, c.served, c.checks); got != c.want {
+			t.Errorf("%s: FinishingLess(%v, %v, %d) = %v, want %v", c.why, c.arrivals, c.served, c.checks, got, c.want)
+		}
+	}
+}
+
 func TestCheckRates(t *testing.T) {
 	for _, c := range []struct {
 		prevCounter, counter uint32
