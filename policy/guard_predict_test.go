@@ -304,8 +304,8 @@ func TestCountingScheduler(t *testing.T) {
 // predict = false: B of TestGuardPredictCutsEarlier at check 5 (50 active,
 // twice its share of 20 with 16 over at two checks) to 10/2.5 = 4, not at
 // check 4; the keep-alive backlog of TestGuardPredictKeepAlive never
-// within 12 checks. The guard before this rule cut both on the prediction
-// (at check 4) under wlc too.
+// within 12 checks. Without Counting both are cut on the prediction at
+// check 4.
 func TestGuardPredictNotUnderCounting(t *testing.T) {
 	wlc := Service{Counting: true}
 	b := []int{20, 26, 32, 38, 44, 50, 56, 62, 68, 74}
