@@ -265,8 +265,8 @@ func servers(rows []destRow) []policy.Server {
 
 // servicePolicy is what policy needs to know of r's service.
 func (m *Monitor) servicePolicy(r *destRow) policy.Service {
-	_, hashing := m.hashed[r.st.Key.Service]
-	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: hashing, Counting: m.counting[r.st.Key.Service]}
+	sched := m.schedulers[r.st.Key.Service]
+	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: policy.HashingScheduler(sched), Counting: policy.CountingScheduler(sched)}
 }
 
 // finish completes the report's entries after apply: the ownership and

@@ -18,9 +18,9 @@ import (
 // up, or raise one far below its share while the service's backlog grows.
 
 // readSchedulers reads, once per cycle, every service's scheduler for the
-// cycle's report, and notes which services run a hashing one and which
-// one that weighs active connections itself. A failed read
-// keeps what was known.
+// cycle's report and for the guard (hashing schedulers, and those that
+// weigh active connections themselves, change what it does). A failed
+// read keeps what was known.
 func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 	svcs, err := m.deps.Table.Services()
 	if err != nil {
@@ -28,18 +28,10 @@ func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 		return m.last.Schedulers // only Cycle writes m.last, and it holds opMu
 	}
 	all := make(map[ipvs.ServiceKey]string, len(svcs))
-	hashed := map[ipvs.ServiceKey]string{}
-	counting := map[ipvs.ServiceKey]bool{}
 	for _, s := range svcs {
 		all[s.Key] = s.Scheduler
-		if policy.HashingScheduler(s.Scheduler) {
-			hashed[s.Key] = s.Scheduler
-		}
-		if policy.CountingScheduler(s.Scheduler) {
-			counting[s.Key] = true
-		}
 	}
-	m.hashed, m.counting = hashed, counting
+	m.schedulers = all
 	return all
 }
 
@@ -47,7 +39,7 @@ func (m *Monitor) readSchedulers() map[ipvs.ServiceKey]string {
 func (m *Monitor) noteHashing(svc ipvs.ServiceKey, off bool) {
 	if off {
 		m.noteOnce("guard-hashed "+svc.String(), slog.LevelInfo, "backlog guard: service under a hashing scheduler, where a weight change remaps clients; left alone",
-			"service", svc, "scheduler", m.hashed[svc])
+			"service", svc, "scheduler", m.schedulers[svc])
 	}
 }
 
@@ -74,7 +66,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	sinks := false
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
 		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
-		m.noteHashing(svc, m.hashed[svc] != "" && m.cfg.Guard.Enabled())
+		m.noteHashing(svc, policy.HashingScheduler(m.schedulers[svc]) && m.cfg.Guard.Enabled())
 		for i := range group {
 			m.logGuard(group[i].st.Key, &group[i].st.Decision)
 			if g := group[i].st.Decision.Trace.Guard; g != nil && g.Event == policy.GuardSink {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lvs-feedback/policy"
 )
 
 // TestBacklogGuardRaisesAStarvedServer: while the service's backlog grows,
@@ -407,7 +409,7 @@ func TestBacklogGuardKnowsCountingSchedulers(t *testing.T) {
 	setAllCPU(r, 0.5)
 	setActive(t, r, 5, 5, 5)
 	cycle(t, m)
-	if m.counting[svcKey] {
+	if policy.CountingScheduler(m.schedulers[svcKey]) {
 		t.Error("wrr: read as a scheduler that counts active connections")
 	}
 	must(t, r.table.RemoveService(svcKey))
@@ -416,7 +418,7 @@ func TestBacklogGuardKnowsCountingSchedulers(t *testing.T) {
 		must(t, r.table.AddDestination(svcKey, rs, 10))
 	}
 	cycle(t, m)
-	if !m.counting[svcKey] {
+	if !policy.CountingScheduler(m.schedulers[svcKey]) {
 		t.Error("wlc: not read as a scheduler that counts active connections")
 	}
 }

@@ -62,15 +62,13 @@ type Monitor struct {
 	byConfig [][]*destMemory
 	services map[ipvs.ServiceKey]*policy.ServiceState
 	noted    map[string]bool // one-time notices already logged
-	// hashed: the services under a hashing scheduler at the last cycle
-	// (the backlog guard leaves them alone), with the scheduler's name
-	hashed map[ipvs.ServiceKey]string
-	// counting: the services whose scheduler weighs active connections
-	// itself at the last cycle (the guard predicts no backlog there)
-	counting map[ipvs.ServiceKey]bool
-	conns    connBudget // when the guard may read the connection table again
-	started  time.Time
-	nodeExp  *nodeexp.Client // scrapes the servers whose source is node_exporter
+	// schedulers: each service's scheduler at the last read that worked
+	// (policy.HashingScheduler: the guard leaves it alone;
+	// policy.CountingScheduler: the guard predicts no backlog there)
+	schedulers map[ipvs.ServiceKey]string
+	conns      connBudget // when the guard may read the connection table again
+	started    time.Time
+	nodeExp    *nodeexp.Client // scrapes the servers whose source is node_exporter
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
@@ -124,12 +122,12 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		deps:   deps,
 		log:    log,
 
-		mem:      map[DestKey]*destMemory{},
-		services: map[ipvs.ServiceKey]*policy.ServiceState{},
-		noted:    map[string]bool{},
-		hashed:   map[ipvs.ServiceKey]string{},
-		started:  deps.Now(),
-		nodeExp:  nodeexp.NewClient(),
+		mem:        map[DestKey]*destMemory{},
+		services:   map[ipvs.ServiceKey]*policy.ServiceState{},
+		noted:      map[string]bool{},
+		schedulers: map[ipvs.ServiceKey]string{},
+		started:    deps.Now(),
+		nodeExp:    nodeexp.NewClient(),
 
 		reloaded: make(chan struct{}, 1),
 	}
