@@ -109,6 +109,15 @@ func DirectorSensitivity(c, def float64) float64 {
 	return (c - def) / def
 }
 
+// DirectorCorrected reports whether c counts any of input, response and
+// process (DirectorSensitivity above 0): only then do a server's Pressures
+// move its Reading.
+func DirectorCorrected(c Coefficients) bool {
+	def := DefaultCoefficients()
+	return DirectorSensitivity(c.Input, def.Input) > 0 || DirectorSensitivity(c.Response, def.Response) > 0 ||
+		DirectorSensitivity(c.Process, def.Process) > 0
+}
+
 // Sensitised is a resource reading u (0 … 1) of a server whose service's
 // median reading is m, counted with sensitivity k (ResourceSensitivity):
 // above the reference r = max(m, light), r·(u/r)^k — the

@@ -340,3 +340,21 @@ func TestPressuresFromTheCycle(t *testing.T) {
 		}
 	}
 }
+
+// Only a director input raised above its shipped coefficient makes the
+// capacity controller read the servers' pressures.
+func TestDirectorCorrected(t *testing.T) {
+	def := DefaultCoefficients()
+	raised, lowered := def, def
+	raised.Response = 0.4
+	lowered.Input, lowered.Process, lowered.CPU = 0.05, 0, 0.9
+	for _, c := range []struct {
+		name string
+		c    Coefficients
+		want bool
+	}{{"shipped", def, false}, {"response 0.4 over 0.3", raised, true}, {"lowered, cpu raised", lowered, false}} {
+		if got := DirectorCorrected(c.c); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -575,13 +575,18 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		}
 	}
 	medianBusy := median(busies)
-	x, ref := pressures(servers)
+	light := p.light()
+	// The director's inputs count only above their shipped coefficients
+	// (DirectorSensitivity); at or below them no server's needs reading.
+	x, ref := make([]Pressures, len(servers)), Pressures{}
+	if DirectorCorrected(cc.coef) {
+		x, ref = pressures(servers)
+	}
 	for i, sv := range servers {
 		if sv.Obs.agentOK() {
-			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, p.light(), steps[i].Bottleneck, x[i], ref, cc.coef)
+			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, light, steps[i].Bottleneck, x[i], ref, cc.coef)
 		}
 	}
-	light := p.light()
 	allLight := Light(busies, light)
 	maxEst := 0.0
 	peers := make([]CapacityPeer, len(servers))
