@@ -79,12 +79,7 @@ fail() {
 # cycles: the monitor's completed cycles, from its metrics (one process
 # per call: a wget in the director); with _lw_since set (lib.sh's waits),
 # the cycles since that mark.
-cycles() {
-	_c=$(ip netns exec director wget -q -O - http://127.0.0.1:9772/metrics 2>/dev/null |
-		awk '$1 == "lvs_monitor_cycle_duration_seconds_count" { print $2 }')
-	_c=${_c:-0}
-	if [ -n "${_lw_since:-}" ]; then echo $((_c - _lw_since)); else echo "$_c"; fi
-}
+cycles() { metric_cycles director 127.0.0.1:9772; }
 
 . "${VMTEST_LIB:-/vmtest}/lib.sh"
 

@@ -72,6 +72,18 @@ probe_counts() {
 		}' "$@"
 }
 
+# metric_cycles NS ADDRESS: the monitor's completed cycles from its metrics
+# (lvs_monitor_cycle_duration_seconds_count at http://ADDRESS/metrics, read
+# in namespace NS) — for a test whose servers' logs cannot count them (no
+# httpd log, or a probe that is not HTTP); with _lw_since set, the cycles
+# since that mark.
+metric_cycles() {
+	_c=$(ip netns exec "$1" wget -q -O - "http://$2/metrics" 2>/dev/null |
+		awk '$1 == "lvs_monitor_cycle_duration_seconds_count" { print $2 }')
+	_c=${_c:-0}
+	if [ -n "${_lw_since:-}" ]; then echo $((_c - _lw_since)); else echo "$_c"; fi
+}
+
 # cycles_since MARK: the monitor's cycles since MARK (an earlier output of
 # $COUNT_CYCLES): the largest growth among the counters, which
 # $COUNT_CYCLES prints when _lw_since is set (probe_counts does).
