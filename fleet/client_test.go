@@ -47,6 +47,15 @@ func TestElectionFencing(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	a, b, d := newClient(t, c, "a"), newClient(t, c, "b"), newClient(t, c, "d")
 	ctx := context.Background()
+	// A client publishes under its own lease; under load a follower's
+	// grant can come after the leader's election.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, x := range []*Client{a, b, d} {
+		if !x.WaitLease(wctx) {
+			t.Fatalf("%s: no lease within 30 s", x.cfg.ID)
+		}
+	}
 	var leader *Client
 	waitFor(t, 30*time.Second, "a leader", func() bool {
 		for _, x := range []*Client{a, b, d} {
