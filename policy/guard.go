@@ -232,6 +232,10 @@ const (
 	spreadMinChecks = 10
 )
 
+// spreadRun is the checks of growth in a run (prediction.grows) from which
+// a server's excess is no longer folded into its Spread.
+const spreadRun = 2
+
 // Fold takes the excess x of a check.
 func (s *Spread) Fold(x float64) {
 	s.N++
@@ -468,6 +472,19 @@ type GuardTrace struct {
 	// showed of the server.
 	Conns     ipvs.ConnCounts
 	DroppedAs Ownership // GuardDropped: the state the server left for
+	// Prediction: between cycles, a server not held whose excess reached
+	// half its prediction's bar: what the prediction made of it (nil
+	// otherwise), for the debug log of a cut that comes or does not.
+	Prediction *GuardPrediction
+}
+
+// GuardPrediction is the predicted backlog of a server at a check and the
+// conditions a cut on it waits for (GuardState.predicted).
+type GuardPrediction struct {
+	Excess, Backlog, Bar float64 // its excess now, at the next check, the bar
+	Grows                int     // checks of growth in its run
+	Rated, FinishingLess bool    // the counter's rates known; finishing fewer than sent
+	Over                 bool    // every condition met: cut
 }
 
 // Check runs one backlog check between cycles on a service whose servers
@@ -688,7 +705,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on, predict)
 		}
 		gs.Suspect = suspect
-		if tr.Event != GuardNone || gs.Holding() {
+		if tr.Event != GuardNone || gs.Holding() || tr.Prediction != nil {
 			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
 			kept := tr // only these escape to the heap
 			d.Trace.Guard = &kept
@@ -719,6 +736,10 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	if inCycle && st.RampStart.IsZero() {
 		gs.Level.Fold(float64(o.ActiveConns) / float64(o.Kernel)) // Kernel > 0: in rotation
 	}
+	if on && predict && !inCycle && pr.bar > 0 && excess >= pr.bar/2 {
+		tr.Prediction = &GuardPrediction{Excess: excess, Backlog: pr.backlog, Bar: pr.bar, Grows: pr.grows,
+			Rated: gs.Rated, FinishingLess: gs.Rated && FinishingLess(gs.Arrivals, gs.Served, gs.RateChecks), Over: pr.over}
+	}
 	early := on && predict && !inCycle && pr.over
 	cut := !inCycle && (early || gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g))
 	// A server in slow start is below its share on purpose.
@@ -728,7 +749,12 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	gs.PrevInactive, gs.Checked = o.InactiveConns, true
 	gs.Excess, gs.ExcessSet, gs.Grows = excess, true, pr.grows
-	if !inCycle {
+	// A run of growth is no scatter: folded in, a backlog building a few
+	// connections a check raised its own bar (PredictBar) as fast as it
+	// grew, and the prediction never came before the level test. A queue
+	// that scatters falls by a connection at least every other check, and
+	// its scatter is learnt from those checks and the ones between.
+	if !inCycle && pr.grows < spreadRun {
 		gs.Spread.Fold(excess)
 	}
 	switch {
@@ -777,6 +803,7 @@ type prediction struct {
 	backlog float64 // PredictBacklog: beyond its share at the next check
 	ratio   float64 // (share + backlog) ÷ share, +Inf for a share of 0
 	over    bool    // cut: see predicted
+	bar     float64 // PredictBar (0: no prediction)
 }
 
 // predicted is the server's predicted backlog at a check (its previous
@@ -812,7 +839,8 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 	if share > 0 {
 		p.ratio = (share + p.backlog) / share
 	}
-	bar := PredictBar(share, gs.Spread.Sigma(), g)
+	p.bar = PredictBar(share, gs.Spread.Sigma(), g)
+	bar := p.bar
 	p.over = p.grows >= predictGrows && p.backlog >= bar && excess >= predictNow*bar &&
 		gs.Rated && FinishingLess(gs.Arrivals, gs.Served, gs.RateChecks) &&
 		gs.overLevel(int(math.Round(share+p.backlog)), o.Kernel, share, g)

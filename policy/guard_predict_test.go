@@ -320,3 +320,115 @@ func TestGuardPredictNotUnderCounting(t *testing.T) {
 		t.Errorf("counting scheduler, keep-alive: B cut at check %d, want never within 12 checks", at)
 	}
 }
+
+// TestGuardPredictionTrace: the trace of TestGuardPredictCutsEarlier's B
+// (share 20, bar 6·√20 = 26.83, growing 6 a check, the counter's 20 a
+// check of which it finishes 14): no prediction noted while its excess is
+// under half the bar (6 and 12 at checks 1 and 2); at check 3, 18 over,
+// predicted 18 + 20 − 14 = 24 below the bar: noted, no cut; at check 4,
+// 24 over, predicted 30 at its fourth check of growth: the cut.
+func TestGuardPredictionTrace(t *testing.T) {
+	p := guardParams()
+	p.Guard.Predict = true
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	b := warmed(20, []int{20, 26, 32, 38, 44})
+	bar := 6 * math.Sqrt(20)
+	want := map[int]*GuardPrediction{
+		3: {Excess: 18, Backlog: 24, Bar: bar, Grows: 3, Rated: true, FinishingLess: true},
+		4: {Excess: 24, Backlog: 30, Bar: bar, Grows: 4, Rated: true, FinishingLess: true, Over: true},
+	}
+	for k := range b {
+		servers := make([]Server, 3)
+		for i := range servers {
+			a := 20
+			if i == 1 {
+				a = b[k]
+			}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + 20*k)}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		at := k - warm
+		var got *GuardPrediction
+		if g := servers[1].Out.Trace.Guard; g != nil {
+			got = g.Prediction
+		}
+		w := want[at]
+		switch {
+		case w == nil && got != nil:
+			t.Errorf("check %d: prediction %+v, want none", at, *got)
+		case w != nil && got == nil:
+			t.Errorf("check %d: no prediction, want %+v", at, *w)
+		case w != nil && (math.Abs(got.Excess-w.Excess) > 1e-9 || math.Abs(got.Backlog-w.Backlog) > 1e-9 || math.Abs(got.Bar-w.Bar) > 1e-9 ||
+			got.Grows != w.Grows || got.Rated != w.Rated || got.FinishingLess != w.FinishingLess || got.Over != w.Over):
+			t.Errorf("check %d: prediction %+v, want %+v", at, *got, *w)
+		}
+	}
+}
+
+// slowRamp runs the backlog checks of TestGuardPredictSlowRamp and returns
+// the check B was cut at (-1: never within 40) and the weight.
+func slowRamp(t *testing.T, predict bool) (at, to int) {
+	t.Helper()
+	p := guardParams()
+	p.Guard.Predict = predict
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []int{0}
+	for k := 1; len(b) < 40; k++ {
+		v := b[k-1]
+		if k%3 != 0 {
+			v++
+		}
+		b = append(b, v)
+	}
+	b = warmed(0, b)
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	counter := uint32(1000)
+	for k := range b {
+		if k%4 == 0 { // the kernel publishes its counter every 4th check
+			counter = uint32(1000 + b[k])
+		}
+		servers := make([]Server, 3)
+		for i := range servers {
+			a, c := 0, uint32(1000)
+			if i == 1 {
+				a, c = b[k], counter
+			}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: c}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		if d := servers[1].Out; d.Write {
+			return k - warm, d.To
+		}
+	}
+	return -1, 0
+}
+
+// TestGuardPredictSlowRamp: the pace of the kernel test — B sent two
+// connections every three checks and finishing none, its peers idle
+// (share 0, bar min_excess 16), the counter published every fourth check.
+// B holds 15 at check 22: 12 or more over (0.75 of the bar), the counter's
+// last span (checks 16 to 20: 3 sent in 4 checks) 0.75 a check and one
+// arrived at this check, so 15 + 0.75 + 0.25 = 16 at the next: cut, to
+// weight.min (it finishes none). The level test waits for 16 at two
+// checks and a growing one: 17 at check 25. Before a run of growth was
+// kept out of the spread, the ramp itself raised the bar (sigma 1.5 by
+// check 11, 5.2 by check 25) and both cut at 25.
+func TestGuardPredictSlowRamp(t *testing.T) {
+	if at, to := slowRamp(t, true); at != 22 || to != 1 {
+		t.Errorf("predicted: B cut at check %d to %d, want check 22 to 1", at, to)
+	}
+	if at, to := slowRamp(t, false); at != 25 || to != 1 {
+		t.Errorf("without prediction: B cut at check %d to %d, want check 25 to 1", at, to)
+	}
+}
