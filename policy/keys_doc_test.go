@@ -270,3 +270,32 @@ func sameValue(v, def any) bool {
 	}
 	return false
 }
+
+// The table of "What the check warns about" in docs/configuration.md
+// lists, for each controller, the keys only it reads and those only the
+// other reads, as the declarations mark them.
+func TestReferenceWarnTable(t *testing.T) {
+	b, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string][]string{}
+	for _, k := range WeightTable().Params {
+		if k.Only != "" {
+			own[k.Only] = append(own[k.Only], "`"+k.Key+"`")
+		}
+	}
+	for c, other := range map[string]string{ControllerCapacity: ControllerLVS, ControllerLVS: ControllerCapacity} {
+		row := regexp.MustCompile("(?m)^\\| `\"" + c + "\"`[^|]*\\| ([^|]*) \\| ([^|]*) \\|$").FindStringSubmatch(string(b))
+		if row == nil {
+			t.Errorf("%s: no row for %q in the table of what the check warns about", referencePath, c)
+			continue
+		}
+		if want := strings.Join(own[c], ", "); row[1] != want {
+			t.Errorf("%s: %q reads %s, the declarations say %s", referencePath, c, row[1], want)
+		}
+		if want := strings.Join(own[other], ", "); row[2] != want {
+			t.Errorf("%s: %q ignores %s, the declarations say %s", referencePath, c, row[2], want)
+		}
+	}
+}
