@@ -299,3 +299,28 @@ func TestReferenceWarnTable(t *testing.T) {
 		}
 	}
 }
+
+// lvs-monitor.toml(5)'s DESCRIPTION names the keys each controller ignores
+// (the other one's own keys), as the declarations mark them.
+func TestManNamesIgnoredKeys(t *testing.T) {
+	b, err := os.ReadFile(manPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Join(strings.Fields(string(b)), " ")
+	m := regexp.MustCompile(`\(([^()]*) under "capacity"; ([^()]*) under "lvs"\)`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("%s: no list of the keys each controller ignores", manPath)
+	}
+	own := map[string][]string{}
+	for _, k := range WeightTable().Params {
+		if k.Only != "" {
+			own[k.Only] = append(own[k.Only], "**"+k.Key+"**")
+		}
+	}
+	for i, c := range []string{ControllerLVS, ControllerCapacity} { // ignored under the other one
+		if got, want := m[i+1], strings.Join(own[c], ", "); got != want {
+			t.Errorf("%s: ignored under the other controller: %s, the declarations say %s", manPath, got, want)
+		}
+	}
+}
