@@ -3,7 +3,6 @@ package monitor
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -135,9 +134,11 @@ type ServerConfig struct {
 	AgentAddr string         `toml:"-"`
 }
 
-// DefaultConfig returns the documented defaults: the LVS web-cluster example
-// coefficients {0.1, 0.3, 0.1, 0.1, 0.3, 0.1}, gain 5, target 0.95, scale 10.
+// DefaultConfig returns the documented defaults. Those of the keys policy
+// owns ([coefficients], [weight], [backlog_guard]) are declared beside the
+// code that reads them (policy.Keys).
 func DefaultConfig() Config {
+	pp := policy.DefaultParams()
 	return Config{
 		Interval:      5 * time.Second,
 		AgentTimeout:  2 * time.Second,
@@ -147,12 +148,11 @@ func DefaultConfig() Config {
 		AgentPort:     agent.DefaultPort,
 		MetricsListen: "127.0.0.1:9772", // no authentication, and it names every server: docs/metrics.md
 		ControlSocket: "/run/lvs-monitor/control.sock",
-		Coefficients:  policy.DefaultCoefficients(),
-		Weight: policy.WeightParams{Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1,
-			Controller: policy.ControllerCapacity, Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Light: policy.DefaultLight, Confirm: 5},
+		Coefficients:  pp.Coefficients,
+		Weight:        pp.Weight,
 		Availability: policy.Availability{FreezeShare: 0.5, AgentExpiry: 30 * time.Second, SlowStart: 30 * time.Second, SlowStartFloor: 0.1,
 			Fall: 2, Rise: 1},
-		Guard: policy.GuardParams{Check: time.Second, Trigger: 2, Release: 1.5, MinExcess: 16, Raise: true, Predict: true},
+		Guard: pp.Guard,
 
 		History: defaultHistory(),
 	}
@@ -417,78 +417,15 @@ func (cfg *Config) check(probs *configProblems) {
 		bad("agent_port", "must be a port from 1 to 65535, got %d", cfg.AgentPort)
 	}
 
-	c := cfg.Coefficients
-	for _, f := range []struct {
-		key string
-		v   float64
-	}{
-		{"coefficients.input", c.Input}, {"coefficients.cpu", c.CPU}, {"coefficients.memory", c.Memory},
-		{"coefficients.disk", c.Disk}, {"coefficients.response", c.Response}, {"coefficients.process", c.Process},
-	} {
-		if f.v < 0 || f.v > 1 || math.IsNaN(f.v) {
-			bad(f.key, "must be between 0 and 1, got %v", f.v)
+	// The keys policy owns are checked by their declarations (policy.Keys).
+	for _, pr := range cfg.Policy().Problems() {
+		var also []string
+		if pr.Near != "" {
+			also = []string{pr.Near}
 		}
+		probs.add(pr.Key, also, "%s", pr.Msg)
 	}
-	if s := c.Sum(); math.Abs(s-1) > 0.001 {
-		bad("coefficients", "must sum to 1 (±0.001), they sum to %.4f (input %v + cpu %v + memory %v + disk %v + response %v + process %v)",
-			s, c.Input, c.CPU, c.Memory, c.Disk, c.Response, c.Process)
-	}
-
 	w := cfg.Weight
-	if !(w.Gain > 0) || math.IsInf(w.Gain, 0) {
-		bad("weight.gain", "must be a positive number, got %v", w.Gain)
-	}
-	if !(w.Target > 0) || w.Target > 10 {
-		bad("weight.target", "must be a load above 0 (0.95 is the documented target), got %v", w.Target)
-	}
-	if !(w.Scale >= 1) || math.IsInf(w.Scale, 0) {
-		bad("weight.scale", "must be at least 1, got %v", w.Scale)
-	}
-	if w.Min < 1 || w.Min > ipvs.MaxWeight {
-		bad("weight.min", "must be from 1 to %d (only an unreachable server or an operator gets weight 0), got %d", ipvs.MaxWeight, w.Min)
-	}
-	if w.Threshold < 0 || w.Threshold > ipvs.MaxWeight {
-		bad("weight.threshold", "must be from 0 to %d, got %d", ipvs.MaxWeight, w.Threshold)
-	}
-
-	if _, err := policy.NewController(w, c); err != nil {
-		bad("weight.controller", "must be %q or %q, got %q", policy.ControllerCapacity, policy.ControllerLVS, w.Controller)
-	}
-	if !(w.Smoothing >= 0 && w.Smoothing < 1) {
-		bad("weight.smoothing", "must be from 0 to below 1, got %v", w.Smoothing)
-	}
-	if !(w.Band >= 0 && w.Band < 1) {
-		bad("weight.band", "must be from 0 to below 1 (a share of the current weight), got %v", w.Band)
-	}
-	if w.Confirm < 1 || w.Confirm > 100 {
-		bad("weight.confirm", "must be from 1 (at once) to 100 intervals, got %d", w.Confirm)
-	}
-	if !(w.Anchor >= 0 && w.Anchor < 1) {
-		bad("weight.anchor", "must be from 0 (off) to below 1 (a share of the median), got %v", w.Anchor)
-	}
-	if !(w.Light > 0 && w.Light < 1) {
-		bad("weight.light", "must be above 0 and below 1 (a busy fraction), got %v", w.Light)
-	}
-	if !(w.Saturation >= 0 && w.Saturation <= 1) {
-		bad("weight.saturation", "must be from 0 (off) to 1, got %v", w.Saturation)
-	}
-	if w.Resolution < 1 || w.Resolution > ipvs.MaxWeight || w.Resolution < w.Min {
-		near("weight.resolution", "weight.min", "must be from weight.min to %d, got %d", ipvs.MaxWeight, w.Resolution)
-	}
-
-	gc := cfg.Guard
-	if gc.Check < 0 {
-		bad("backlog_guard.check", "must not be negative (0 disables the guard), got %v", gc.Check)
-	}
-	if !(gc.Trigger > 1) {
-		bad("backlog_guard.trigger", "must be above 1 (a multiple of the median active connections per unit of weight), got %v", gc.Trigger)
-	}
-	if !(gc.Release >= 1 && gc.Release < gc.Trigger) {
-		near("backlog_guard.release", "backlog_guard.trigger", "must be from 1 to below trigger (%v), got %v", gc.Trigger, gc.Release)
-	}
-	if gc.MinExcess < 0 {
-		bad("backlog_guard.min_excess", "must not be negative, got %d", gc.MinExcess)
-	}
 
 	av := cfg.Availability
 	if !(av.FreezeShare > 0 && av.FreezeShare <= 1) {

@@ -56,19 +56,14 @@ type configKey struct {
 	controller string
 }
 
-// controllerOnly names the [weight] keys that one controller reads and the
-// other ignores, from the one list of each controller's keys
-// (policy.ControllerKeys): a key both read (min) is in neither.
+// controllerOnly names the keys that one weight controller reads and the
+// other ignores, from their declarations (policy.Keys): a key every
+// controller reads (min) is not in it.
 var controllerOnly = func() map[string]string {
 	only := map[string]string{}
-	for _, c := range []string{policy.ControllerCapacity, policy.ControllerLVS} {
-		for _, k := range policy.ControllerKeys(c) {
-			only["weight."+k] = c
-		}
-	}
-	for _, k := range policy.ControllerKeys(policy.ControllerCapacity) {
-		if slices.Contains(policy.ControllerKeys(policy.ControllerLVS), k) {
-			delete(only, "weight."+k)
+	for _, k := range policy.Keys() {
+		if k.Only != "" {
+			only[k.Name] = k.Only
 		}
 	}
 	return only

@@ -24,7 +24,13 @@
 // The configuration is read by CheckConfig (config.go): each key and its
 // type against the keys derived from Config's toml tags (configkeys.go),
 // at the line the TOML syntax tree gives it (configindex.go), then the
-// values; docs/configuration.md describes the rules.
+// values; docs/configuration.md describes the rules. The keys of
+// [coefficients], [weight] and [backlog_guard] are declared in package
+// policy beside the code that reads them (policy.Param: default, check,
+// the weight controller that reads it, reference text); DefaultConfig
+// takes their defaults, check runs their checks and the ignored-key
+// warnings come from them. The rest (top-level keys, [availability],
+// [sync], [history], [[service]]) are declared here.
 //
 // The package owns weight decisions' application and the persisted
 // knowledge of who set which weight. It must not talk to netlink

@@ -1,6 +1,9 @@
 package policy
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // The server resources the capacity controller measures capacity against,
 // as CapacityStep.Bottleneck names them.
@@ -230,4 +233,92 @@ func Reading(busy, medianBusy, light float64, bottleneck string, x, ref Pressure
 		}
 	}
 	return reading, driver
+}
+
+// CoefficientsTable is the [coefficients] table; its defaults are
+// DefaultCoefficients.
+func CoefficientsTable() Table[Coefficients] {
+	def := DefaultCoefficients()
+	between01 := func(v float64) string {
+		if v < 0 || v > 1 || math.IsNaN(v) {
+			return fmt.Sprintf("must be between 0 and 1, got %v", v)
+		}
+		return ""
+	}
+	return Table[Coefficients]{Name: "coefficients", Params: []Param[Coefficients]{
+		{Key: "input", Default: def.Input, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of INPUT, the server's share of new connections relative to the service mean, in " +
+				"the aggregate load (shown; the `\"lvs\"` formula's input). Capacity controller: at or below " +
+				"0.1 it does not move the weights (the connections served are what the controller divides); " +
+				"above, a server sent more than its weight's share of new connections reads busier, with " +
+				"exponent (input − 0.1) ÷ 0.1 on its ratio to the service's median, at most 2 " +
+				"([design.md](design.md#capacity-against-the-bottleneck)). A value between 0 and 0.1 acts " +
+				"as 0 there (a warning). Under `wlc`/`sed` it damps the servers that finish sooner.",
+			Check: func(p Coefficients) string {
+				return between01(p.Input)
+			},
+		},
+		{Key: "cpu", Default: def.CPU, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of CPU, the busy fraction reported by the agent, in the aggregate load. Capacity " +
+				"controller: above 0, the CPU busy fraction is one of the resources capacity is measured " +
+				"against — the busiest of them counts, and the coefficient ÷ its default 0.3 is the " +
+				"sensitivity with which a CPU busier than the service's median counts (0.6: its excess " +
+				"squared; [design.md](design.md#capacity-against-the-bottleneck)); 0 takes the CPU out. " +
+				"With `cpu`, `disk` and `memory` all 0 the CPU is measured anyway (a warning).",
+			Check: func(p Coefficients) string {
+				return between01(p.CPU)
+			},
+		},
+		{Key: "memory", Default: def.Memory, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of MEMORY, `1 − MemAvailable/MemTotal`, in the aggregate load. Capacity controller: " +
+				"above 0, memory *pressure* — the share of time some task stalled on memory, PSI `memory " +
+				"some avg10` — is one of the resources capacity is measured against; memory in use is not " +
+				"(a full page cache costs nothing), and a kernel without PSI gives no figure. The " +
+				"coefficient ÷ 0.1 is its sensitivity, as for `cpu`.",
+			Check: func(p Coefficients) string {
+				return between01(p.Memory)
+			},
+		},
+		{Key: "disk", Default: def.Disk, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of DISK, the larger of disk space used and I/O busy fraction, in the aggregate " +
+				"load. Capacity controller: above 0, the busiest block device's I/O busy fraction (not the " +
+				"space used) is one of the resources capacity is measured against: a server whose disk is " +
+				"saturated while its CPU idles loses weight; the coefficient ÷ 0.1 is the sensitivity with " +
+				"which a disk busier than the service's median counts (0.3: its excess cubed, " +
+				"[tuning.md](tuning.md#raising-disk-on-a-disk-bound-service-capacity-controller)). Set 0 " +
+				"for servers on SSD/NVMe devices with many queues, which read 100 % busy well before they " +
+				"are saturated.",
+			Check: func(p Coefficients) string {
+				return between01(p.Disk)
+			},
+		},
+		{Key: "response", Default: def.Response, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of RESPONSE, probe time / `probe.reference`, in the aggregate load. Capacity " +
+				"controller: at or below 0.3 it does not move the weights (probes decide availability: " +
+				"`probe_timeout`, `availability.fall`); above, a server whose probe is slower than the " +
+				"service's median reads busier, with exponent (response − 0.3) ÷ 0.3 on the ratio, at most " +
+				"2. A value between 0 and 0.3 acts as 0 there (a warning).",
+			Check: func(p Coefficients) string {
+				return between01(p.Response)
+			},
+		},
+		{Key: "process", Default: def.Process, Values: "0…1", Reload: "next cycle",
+			Doc: "Weight of PROCESS, runnable tasks per CPU, in the aggregate load. Capacity controller: at " +
+				"or below 0.1 it does not move the weights (a run queue beyond the CPUs shows as CPU busy); " +
+				"above, a server with more runnable tasks per CPU than the service's median reads busier, " +
+				"with exponent (process − 0.1) ÷ 0.1 on the ratio, at most 2. A value between 0 and 0.1 " +
+				"acts as 0 there (a warning).",
+			Check: func(p Coefficients) string {
+				return between01(p.Process)
+			},
+		},
+	},
+		Check: func(c Coefficients) string {
+			if s := c.Sum(); math.Abs(s-1) > 0.001 {
+				return fmt.Sprintf("must sum to 1 (±0.001), they sum to %.4f (input %v + cpu %v + memory %v + disk %v + response %v + process %v)",
+					s, c.Input, c.CPU, c.Memory, c.Disk, c.Response, c.Process)
+			}
+			return ""
+		},
+	}
 }

@@ -767,3 +767,103 @@ func (capacityController) Step(p WeightParams, o *Observed, st *ServerState, ram
 	}
 	propose(d, to, reason, ramp)
 }
+
+// capacityKeys are the [weight] keys only the capacity controller reads.
+func capacityKeys() []Param[WeightParams] {
+	return []Param[WeightParams]{
+		{Key: "smoothing", Default: 0.7, Values: "0…<1", Reload: "next cycle",
+			Doc: "Capacity controller: the geometric decay α of the capacity estimate (bias-corrected; 0 = " +
+				"the last interval only).",
+			Check: func(p WeightParams) string {
+				if !(p.Smoothing >= 0 && p.Smoothing < 1) {
+					return fmt.Sprintf("must be from 0 to below 1, got %v", p.Smoothing)
+				}
+				return ""
+			},
+		},
+		{Key: "band", Default: 0.2, Values: "0…<1", Reload: "next cycle",
+			Doc: "Capacity controller: a weight is written only when it moves by more than this share of its " +
+				"current value — or, when the server's capacity estimate is noisy, by more than two of its " +
+				"standard errors (design.md).",
+			Check: func(p WeightParams) string {
+				if !(p.Band >= 0 && p.Band < 1) {
+					return fmt.Sprintf("must be from 0 to below 1 (a share of the current weight), got %v", p.Band)
+				}
+				return ""
+			},
+		},
+		{Key: "resolution", Default: 20, Values: "`weight.min`…65535", Reload: "next cycle",
+			Doc: "Capacity controller with `anchor = 0`: the weight of the service's most capable server; " +
+				"the others in proportion. A small value keeps wrr rounds short.",
+			Near: "min",
+			Check: func(p WeightParams) string {
+				if p.Resolution < 1 || p.Resolution > ipvs.MaxWeight || p.Resolution < p.Min {
+					return fmt.Sprintf("must be from weight.min to %d, got %d", ipvs.MaxWeight, p.Resolution)
+				}
+				return ""
+			},
+		},
+		{Key: "saturation", Default: 0.9, Values: "0…1", Reload: "next cycle",
+			Doc: "Capacity controller: a server at least this busy is saturated — its estimate may fall but " +
+				"not rise (what it was sent bounds what it can show); saturated while its service's median " +
+				"is not, it has lost capacity and its lower estimate is taken at once when it rests on at " +
+				"least 20 connections served or the interval before showed the same (one single-core " +
+				"interval a few long requests filled shows it too). 0 disables both.",
+			Check: func(p WeightParams) string {
+				if !(p.Saturation >= 0 && p.Saturation <= 1) {
+					return fmt.Sprintf("must be from 0 (off) to 1, got %v", p.Saturation)
+				}
+				return ""
+			},
+		},
+		{Key: "anchor", Default: 0.15, Values: "0…<1", Reload: "next cycle",
+			Doc: "Capacity controller, seed 000's **TH2 (\"close\")**: a server keeps its configured (default) " +
+				"weight while its capacity per unit of that weight is within this share of its service's " +
+				"median; beyond it, its weight is the default × its capacity ÷ the median's (written when " +
+				"it moves by more than `band`), and it returns to the default once within half the share. " +
+				"The share widens to two standard errors of a server's estimate when that estimate is noisy " +
+				"(a single-core server, heavy-tailed requests), and the return to one. Explain names it: " +
+				"\"TH2 close: within ±15%\". 0 = weights in proportion to capacity, the largest at " +
+				"`resolution` ([design.md](design.md#th1-and-th2-seed-000s-thresholds)).",
+			Check: func(p WeightParams) string {
+				if !(p.Anchor >= 0 && p.Anchor < 1) {
+					return fmt.Sprintf("must be from 0 (off) to below 1 (a share of the median), got %v", p.Anchor)
+				}
+				return ""
+			},
+		},
+		{Key: "light", Default: DefaultLight, Values: ">0…<1", Reload: "next cycle",
+			Doc: "Capacity controller, seed 000's **TH1 (\"light\")**: a server whose bottleneck (the busiest " +
+				"resource `[coefficients]` enable) is less busy than this over the interval is lightly " +
+				"loaded — its capacity is not measured (connections ÷ a small busy fraction is noise; its " +
+				"connections ÷ `light` count as a lower bound), and below half of it it returns to its " +
+				"default weight. While every server of a service is below it, nothing is decided and no " +
+				"capacity weight is written (availability, drains, slow start and the backlog guard still " +
+				"act); explain says \"TH1 light: every server below 20% busy\". " +
+				"([design.md](design.md#th1-and-th2-seed-000s-thresholds))",
+			Check: func(p WeightParams) string {
+				if !(p.Light > 0 && p.Light < 1) {
+					return fmt.Sprintf("must be above 0 and below 1 (a busy fraction), got %v", p.Light)
+				}
+				return ""
+			},
+		},
+		{Key: "confirm", Default: 5, Values: "1…100", Reload: "next cycle",
+			Doc: "Capacity controller: a server leaves its configured weight only after this many intervals " +
+				"in a row beyond the anchor (a single-core server's estimate strays beyond the anchor for " +
+				"three intervals in a row often enough that, at 3, the held-out clusters with nothing " +
+				"changing saw 0.27 writes per server per minute under wrr and wlc; at 5, with the " +
+				"guard-held cut below, 0.18 — commit `36c60ab`, `lvs-sim -family test -generate 24 " +
+				"-steady`, [results.md](results.md#what-a-controller-that-looks-can-reach-commit-36c60ab)). " +
+				"A server saturated while its service is not moves at once (on fewer than 20 connections " +
+				"served, at the second such interval in a row), and so does one the backlog guard holds cut " +
+				"at the cycle with a factor below the anchor. 1 = at once.",
+			Check: func(p WeightParams) string {
+				if p.Confirm < 1 || p.Confirm > 100 {
+					return fmt.Sprintf("must be from 1 (at once) to 100 intervals, got %d", p.Confirm)
+				}
+				return ""
+			},
+		},
+	}
+}

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"lvs-feedback/ipvs"
+)
 
 // Controller turns a service's observations into weights. Both controllers
 // run inside the same decision (Engine.Cycle): the availability rules, the
@@ -30,4 +34,35 @@ func NewController(p WeightParams, c Coefficients) (Controller, error) {
 		return capacityController{coef: c}, nil
 	}
 	return nil, fmt.Errorf("weight.controller must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
+}
+
+// sharedWeightKeys are the [weight] keys every controller reads.
+func sharedWeightKeys() []Param[WeightParams] {
+	return []Param[WeightParams]{
+		{Key: "controller", Default: ControllerCapacity, Values: "`\"capacity\"`, `\"lvs\"`", Reload: "next cycle",
+			Doc: "How weights are computed. `\"capacity\"` measures each server's capacity — connections " +
+				"served per unit of the busy fraction of its bottleneck over the interval, the busiest of " +
+				"CPU, disk I/O and memory pressure that `[coefficients]` enable — and keeps servers at " +
+				"their configured weights unless one strays (`anchor`, TH2) or every one is lightly loaded " +
+				"(`light`, TH1); gain, target, scale and threshold do not apply. `\"lvs\"` is the LVS " +
+				"dynamic-feedback formula `w ← w + gain·∛(target − load)`. See " +
+				"[design.md](design.md#the-capacity-controller) and [results.md](results.md).",
+			Check: func(p WeightParams) string {
+				if _, err := NewController(p, Coefficients{}); err != nil {
+					return fmt.Sprintf("must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
+				}
+				return ""
+			},
+		},
+		{Key: "min", Default: 1, Values: "1…65535", Reload: "next cycle",
+			Doc: "Both controllers: never below it: an overloaded server keeps a trickle so its load can " +
+				"still be measured. Only an unreachable server or an operator gets 0.",
+			Check: func(p WeightParams) string {
+				if p.Min < 1 || p.Min > ipvs.MaxWeight {
+					return fmt.Sprintf("must be from 1 to %d (only an unreachable server or an operator gets weight 0), got %d", ipvs.MaxWeight, p.Min)
+				}
+				return ""
+			},
+		},
+	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"lvs-feedback/ipvs"
 )
@@ -898,4 +899,90 @@ func (e *Engine) holdOrRelease(o *Observed, gs *GuardState, d *Decision, tr *Gua
 		return
 	}
 	gs.Weight = d.To
+}
+
+// GuardTable is the [backlog_guard] table.
+func GuardTable() Table[GuardParams] {
+	return Table[GuardParams]{Name: "backlog_guard", Params: []Param[GuardParams]{
+		{Key: "check", Default: time.Second, Values: "duration ≥ 0", Reload: "next interval",
+			Doc: "How often, between cycles, the monitor reads its IPVS table (only the table: no agent " +
+				"poll, no probe) for a server whose active connections pile up — a server that suddenly " +
+				"lost capacity builds a backlog under wrr before the next cycle can measure it — and for " +
+				"one that looks dead (none established while its connections end: probed at once, and down " +
+				"when refused). `\"0s\"` disables the guard. Services under a hashing scheduler (sh, dh, mh), " +
+				"where a weight change remaps clients, are left alone. See " +
+				"[design.md](design.md#the-backlog-guard).",
+			Check: func(p GuardParams) string {
+				if p.Check < 0 {
+					return fmt.Sprintf("must not be negative (0 disables the guard), got %v", p.Check)
+				}
+				return ""
+			},
+		},
+		{Key: "trigger", Default: 2.0, Values: "number > 1", Reload: "next check",
+			Doc: "A server is backlogged when its active connections per unit of weight reach this multiple " +
+				"of its service's median at two checks in a row, growing: its weight is cut to weight ÷ " +
+				"that multiple (at least `weight.min`) and held — cycles may lower it, not raise it. With " +
+				"`raise`, a server at most 1/trigger of the median at two checks in a row while the median " +
+				"grows and stands at least `trigger` × its usual level at cycles (the service is building a " +
+				"backlog) is starved: its weight is raised to weight ÷ that fraction, at most doubled, and " +
+				"held up the same way. A server in slow start is never raised. Both compare with what the " +
+				"server usually holds: the median times its usual ratio; where the median's share for a " +
+				"server is under one connection (most of the service idle), a backlog must also reach this " +
+				"multiple of the server's own usual level (its active connections per unit of weight at " +
+				"past cycles) with `min_excess` more (design.md).",
+			Check: func(p GuardParams) string {
+				if !(p.Trigger > 1) {
+					return fmt.Sprintf("must be above 1 (a multiple of the median active connections per unit of weight), got %v", p.Trigger)
+				}
+				return ""
+			},
+		},
+		{Key: "release", Default: 1.5, Values: "1…<`trigger`", Reload: "next check",
+			Doc: "A hold ends at the first cycle at which the server's active connections per unit of its " +
+				"weight before the move are back within this multiple of the median (at most `release`× " +
+				"after a cut; at least 1/`release`, or less than half of `min_excess` under its share, " +
+				"after a raise); the weight then goes back to what it was before the move, or to the " +
+				"controller's latest decision since.",
+			Near: "trigger",
+			Check: func(p GuardParams) string {
+				if !(p.Release >= 1 && p.Release < p.Trigger) {
+					return fmt.Sprintf("must be from 1 to below trigger (%v), got %v", p.Trigger, p.Release)
+				}
+				return ""
+			},
+		},
+		{Key: "min_excess", Default: 16, Values: "integer ≥ 0", Reload: "next check",
+			Doc: "…and only when it holds at least this many active connections more (backlogged) or fewer " +
+				"(starved) than its weight's share of the median: a handful of connections is never a " +
+				"backlog, whatever the ratio. A server with none established is probed as a dead one when " +
+				"at least this many of its connections ended (inactive ones grew) since the last check.",
+			Check: func(p GuardParams) string {
+				if p.MinExcess < 0 {
+					return fmt.Sprintf("must not be negative, got %d", p.MinExcess)
+				}
+				return ""
+			},
+		},
+		{Key: "raise", Default: true, Values: "boolean", Reload: "next check",
+			Doc: "Raise starved servers too; `false`: the guard only cuts.",
+		},
+		{Key: "predict", Default: true, Values: "boolean", Reload: "next check",
+			Doc: "Cut on the **predicted** backlog (seed 000's Q′ = Q + L − T·μ): a server's connections " +
+				"over its share now, plus those it is sent until the next check (the rate the kernel's " +
+				"connection counter showed) less those it finishes (sent less the growth of its active " +
+				"connections at this check), less the growth of its share. It is cut when that prediction " +
+				"reaches the larger of `min_excess` and 6 × how far its excess usually scatters from check " +
+				"to check (at least √share), its excess is already ¾ of that and has grown at three checks " +
+				"in a row, and the counter shows it finishing fewer than it is sent by more than one " +
+				"Poisson standard deviation of what it was sent: before the backlog reaches `trigger` × its " +
+				"share. The cut is the lower of weight ÷ the predicted ratio and weight × finished ÷ sent; " +
+				"the hold then ends at a cycle only once the server holds no connection over its share. The " +
+				"`trigger` rule above applies too. Only under a scheduler that places by weight alone (rr, " +
+				"wrr, fo): lc, wlc, sed, nq, lblc, lblcr, ovf and twos already send a server whose active " +
+				"connections grow fewer new ones, and there the guard cuts as with `false`. `false`: the " +
+				"guard as before 2026-12, on the backlog it holds, at two checks in a row (see " +
+				"[design.md](design.md#the-backlog-guard)).",
+		},
+	}}
 }

@@ -1,10 +1,6 @@
 package policy
 
-import (
-	"reflect"
-	"slices"
-	"strings"
-)
+import "reflect"
 
 // Setting is one [weight] key and its value, as the controller in use
 // reads it.
@@ -13,34 +9,44 @@ type Setting struct {
 	Value float64
 }
 
-// controllerKeys are the [weight] keys each controller reads, in the order
-// docs/configuration.md lists them: the one list the configuration's
-// "ignored under the other controller" warnings and lvsctl status's
-// summary come from. Both read controller and min.
-var controllerKeys = map[string][]string{
-	ControllerCapacity: {"smoothing", "band", "resolution", "saturation", "anchor", "light", "confirm", "min"},
-	ControllerLVS:      {"gain", "target", "scale", "threshold", "min"},
+// ControllerKeys returns the [weight] keys the named controller reads
+// besides controller itself, from the [weight] table (WeightTable): its
+// own keys in their order, then the numeric keys every controller reads
+// (min); nil for an unknown name. The configuration's "ignored under the
+// other controller" warnings and lvsctl status's summary read the same
+// table.
+func ControllerKeys(controller string) []string {
+	var own, shared []string
+	for _, k := range WeightTable().Params {
+		switch {
+		case k.Only != "" && k.Only == controller:
+			own = append(own, k.Key)
+		case k.Only == "" && isNumber(k.Default):
+			shared = append(shared, k.Key)
+		}
+	}
+	if len(own) == 0 {
+		return nil
+	}
+	return append(own, shared...)
 }
 
-// ControllerKeys returns the [weight] keys the named controller reads
-// (besides controller itself); nil for an unknown name.
-func ControllerKeys(controller string) []string {
-	return slices.Clone(controllerKeys[controller])
+func isNumber(v any) bool {
+	switch v.(type) {
+	case int, float64:
+		return true
+	}
+	return false
 }
 
 // Settings returns the [weight] keys the controller p.Controller reads,
-// with their values in p, in ControllerKeys' order; the value of a key is
-// the field of WeightParams whose toml tag it is.
+// with their values in p, in ControllerKeys' order.
 func (p WeightParams) Settings() []Setting {
-	keys := controllerKeys[p.Controller]
+	keys := ControllerKeys(p.Controller)
 	out := make([]Setting, 0, len(keys))
 	v := reflect.ValueOf(p)
 	for _, k := range keys {
-		for _, f := range reflect.VisibleFields(v.Type()) {
-			if tag, _, _ := strings.Cut(f.Tag.Get("toml"), ","); tag == k {
-				out = append(out, Setting{Key: k, Value: number(v.FieldByIndex(f.Index))})
-			}
-		}
+		out = append(out, Setting{Key: k, Value: number(field(v, k))})
 	}
 	return out
 }

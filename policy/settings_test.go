@@ -23,7 +23,8 @@ func TestSettings(t *testing.T) {
 	if got := p.Settings(); len(got) != 0 || ControllerKeys("pid") != nil {
 		t.Errorf("an unknown controller: %v, %v", got, ControllerKeys("pid"))
 	}
-	for c, keys := range controllerKeys {
+	for _, c := range []string{ControllerCapacity, ControllerLVS} {
+		keys := ControllerKeys(c)
 		p.Controller = c
 		if n := len(p.Settings()); n != len(keys) {
 			t.Errorf("%s: %d settings for %d keys %v: a key names no field of WeightParams", c, n, len(keys), keys)
