@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ const maxValueBytes = 4 << 20
 // DestCounters is one destination's connection figures as one director's
 // table shows them.
 type DestCounters struct {
-	Key scheduler.DestKey
+	Key replica.DestKey
 	// NewTotal is the new connections this director's table scheduled to
 	// the destination since the director started (sum of its counter
 	// deltas): a reader takes differences, so that reading a publication
@@ -48,7 +49,7 @@ type Counters struct {
 	Dests []DestCounters
 	// Edits are the operator changes made on this director (lvsctl drain,
 	// ipvsadm) that the leader has not acknowledged yet.
-	Edits []scheduler.Edit
+	Edits []replica.Edit
 }
 
 // Document is the leader's desired state for the whole fleet.
@@ -60,9 +61,9 @@ type Document struct {
 	Cycle uint64 // the leader's cycle count in its term
 	// Snapshot is every destination's weight, ownership and controller
 	// state.
-	Snapshot scheduler.Snapshot
+	Snapshot replica.Snapshot
 	// Acks say up to which edit of each director the leader applied.
-	Acks []scheduler.Ack
+	Acks []replica.Ack
 	// Revision is etcd's modification revision of the document as read
 	// (not stored in the value).
 	Revision int64
@@ -182,7 +183,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 			if nw < -1 || act < 0 || ina < 0 {
 				return bad("negative connection count", nil)
 			}
-			c.Dests = append(c.Dests, DestCounters{Key: scheduler.DestKey{Service: svc, Dest: dst}, NewTotal: nt, New: nw, Active: act, Inactive: ina})
+			c.Dests = append(c.Dests, DestCounters{Key: replica.DestKey{Service: svc, Dest: dst}, NewTotal: nt, New: nw, Active: act, Inactive: ina})
 		case (k == 5 || k == 6) && fields[0] == "e" && haveSvc:
 			dst, err := netip.ParseAddrPort(fields[1])
 			if err != nil {
@@ -194,7 +195,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return bad("edit", err)
 			}
-			e := scheduler.Edit{Pos: scheduler.EditPos{Epoch: ep, ID: id}, Key: scheduler.DestKey{Service: svc, Dest: dst}, Weight: w}
+			e := replica.Edit{Pos: replica.EditPos{Epoch: ep, ID: id}, Key: replica.DestKey{Service: svc, Dest: dst}, Weight: w}
 			if k == 6 {
 				e.Op = fields[5] // an lvsctl request; Validate refuses an unknown one
 			}
@@ -304,7 +305,7 @@ func EncodeDocument(d Document) ([]byte, error) {
 // weight of at least 1 (the configuration refuses 0; an operator's
 // override is their weight, never 0) and weight 0 for a server out of
 // rotation (drained or down).
-func consistent(x scheduler.DestState) error {
+func consistent(x replica.DestState) error {
 	if x.DefaultWeight < 1 {
 		return fmt.Errorf("%s: default weight %d (a default weight is at least 1)", x.Key, x.DefaultWeight)
 	}
@@ -338,8 +339,8 @@ func DecodeDocument(b []byte) (Document, error) {
 		return Document{}, fmt.Errorf("document: invalid leader %q, term %q or cycle %q", f[2], f[3], f[4])
 	}
 	d.Term, d.Cycle = term, cycle
-	d.Snapshot.Dests = make([]scheduler.DestState, 0, strings.Count(rest, "\nd ")+1)
-	seen := make(map[scheduler.DestKey]bool, cap(d.Snapshot.Dests))
+	d.Snapshot.Dests = make([]replica.DestState, 0, strings.Count(rest, "\nd ")+1)
+	seen := make(map[replica.DestKey]bool, cap(d.Snapshot.Dests))
 	var svc ipvs.ServiceKey
 	haveSvc := false
 	var fields [14]string
@@ -365,12 +366,12 @@ func DecodeDocument(b []byte) (Document, error) {
 			if err != nil {
 				return bad("destination", err)
 			}
-			key := scheduler.DestKey{Service: svc, Dest: dst}
+			key := replica.DestKey{Service: svc, Dest: dst}
 			if seen[key] {
 				return bad(key.String()+" listed twice", nil)
 			}
 			seen[key] = true
-			x := scheduler.DestState{Key: key, State: fields[2]}
+			x := replica.DestState{Key: key, State: fields[2]}
 			for i, p := range []*int{&x.Weight, &x.DefaultWeight, &x.DefaultOverride, &x.OverriddenConfig, &x.RestoreWeight} {
 				v, err := strconv.Atoi(fields[3+i])
 				if err != nil {
@@ -406,7 +407,7 @@ func DecodeDocument(b []byte) (Document, error) {
 			if !scheduler.ValidSender(fields[1]) || err1 != nil || err2 != nil {
 				return bad(fmt.Sprintf("unreadable acknowledgement %q", line), nil)
 			}
-			d.Acks = append(d.Acks, scheduler.Ack{Peer: fields[1], Pos: scheduler.EditPos{Epoch: ep, ID: id}})
+			d.Acks = append(d.Acks, replica.Ack{Peer: fields[1], Pos: replica.EditPos{Epoch: ep, ID: id}})
 		case line == "" && rest == "":
 		default:
 			return bad(fmt.Sprintf("unreadable line %q", line), nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"testing"
 
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // TestDryRunWritesNothingAnywhere: under -dry-run no path writes to the
@@ -52,7 +52,7 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 		m.setFollower(true)
 		snap := m.snapshot()
 		for i := range snap.Dests {
-			if snap.Dests[i].Key == scheduler.DestKey(DestKey{Service: svcKey, Dest: rsC}) {
+			if snap.Dests[i].Key == replica.DestKey(DestKey{Service: svcKey, Dest: rsC}) {
 				snap.Dests[i].Weight = 4
 			}
 		}

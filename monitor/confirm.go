@@ -3,10 +3,10 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"lvs-feedback/replica"
 	"strings"
 	"time"
 
-	"lvs-feedback/scheduler"
 )
 
 // Replication says which directors of a synchronised pair hold an
@@ -164,7 +164,7 @@ func (p *pair) request(w *confirmWait) {
 			w.results <- peerResult{peer.ID, fmt.Sprintf("%s follows %s too: it gets the change with the writer's next message", peer.ID, leader)}
 		}
 	}
-	if !p.outbox.Holds(scheduler.DestKey(w.key)) && leader != "" {
+	if !p.outbox.Holds(replica.DestKey(w.key)) && leader != "" {
 		w.results <- peerResult{leader, ""} // acknowledged already
 		return
 	}
@@ -190,7 +190,7 @@ func (p *pair) resolve(msg []messageSeen) {
 			case w.gen > 0 && s.adopted.Writer == p.cfg.ID && s.adopted.Epoch == p.node.Epoch() && s.adopted.Gen >= w.gen:
 				w.results <- peerResult{s.sender, ""}
 				delete(w.pending, s.sender)
-			case w.gen == 0 && s.writer && !p.outbox.Holds(scheduler.DestKey(w.key)):
+			case w.gen == 0 && s.writer && !p.outbox.Holds(replica.DestKey(w.key)):
 				w.results <- peerResult{s.sender, ""}
 				delete(w.pending, s.sender)
 			}
@@ -207,5 +207,5 @@ func (p *pair) resolve(msg []messageSeen) {
 type messageSeen struct {
 	sender  string
 	writer  bool
-	adopted scheduler.Adoption
+	adopted replica.Adoption
 }

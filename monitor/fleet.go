@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"lvs-feedback/replica"
 	"maps"
 	"math"
 	"path/filepath"
@@ -178,7 +179,7 @@ func abs(v int) int {
 // baseline is the leader's last reading of one other director.
 type baseline struct {
 	start uint64
-	dests map[scheduler.DestKey]baselineDest
+	dests map[replica.DestKey]baselineDest
 }
 
 type baselineDest struct {
@@ -202,7 +203,7 @@ type fleetDirector struct {
 	// Leader side.
 	term    int64 // the term this director leads in; 0 while it follows
 	docRev  int64 // the document's revision read at the start of the cycle
-	applied map[string]scheduler.EditPos
+	applied map[string]replica.EditPos
 	seen    map[string]*baseline
 
 	// refusedWhy is the reason last logged for refusing a document: one
@@ -234,7 +235,7 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 	m.opMu.Unlock()
 	m.log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
 	return &fleetDirector{m: m, cfg: cfg, log: m.log, store: store, after: after, start: start,
-		outbox: scheduler.NewOutbox(start), totals: map[DestKey]uint64{}, applied: map[string]scheduler.EditPos{}, seen: map[string]*baseline{}}, nil
+		outbox: scheduler.NewOutbox(start), totals: map[DestKey]uint64{}, applied: map[string]replica.EditPos{}, seen: map[string]*baseline{}}, nil
 }
 
 // fleetClientConfig is the etcd client's configuration from the
@@ -314,7 +315,7 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 		f.writeDocument(ctx, own)
 	} else {
 		for _, e := range edits {
-			f.outbox.AddOp(scheduler.DestKey(e.Key), e.Weight, e.Op)
+			f.outbox.AddOp(replica.DestKey(e.Key), e.Weight, e.Op)
 		}
 		f.follow(ctx, own)
 	}
@@ -358,7 +359,7 @@ func (m *Monitor) takeRefused() []refusedFigures {
 func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 	f.term = term
 	f.seen = map[string]*baseline{}
-	f.applied = map[string]scheduler.EditPos{}
+	f.applied = map[string]replica.EditPos{}
 	if d := fl.Document; d != nil {
 		if err := f.m.checkWeights(d.Snapshot); err != nil {
 			f.refuse(d, err)
@@ -390,7 +391,7 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 			continue
 		}
 		edits := slices.Clone(c.Edits)
-		slices.SortFunc(edits, func(a, b scheduler.Edit) int {
+		slices.SortFunc(edits, func(a, b replica.Edit) int {
 			if a.Pos.After(b.Pos) {
 				return 1
 			}
@@ -431,7 +432,7 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]otherFigures {
 		live[c.Director] = true
 		b := f.seen[c.Director]
 		if b == nil || b.start != c.Start {
-			b = &baseline{start: c.Start, dests: map[scheduler.DestKey]baselineDest{}}
+			b = &baseline{start: c.Start, dests: map[replica.DestKey]baselineDest{}}
 			f.seen[c.Director] = b
 		}
 		for _, d := range c.Dests {
@@ -473,7 +474,7 @@ func (f *fleetDirector) counters() fleet.Counters {
 			if l.New > 0 {
 				f.totals[k] += uint64(l.New)
 			}
-			c.Dests = append(c.Dests, fleet.DestCounters{Key: scheduler.DestKey(k), NewTotal: f.totals[k], New: l.New, Active: l.Active, Inactive: l.Inactive})
+			c.Dests = append(c.Dests, fleet.DestCounters{Key: replica.DestKey(k), NewTotal: f.totals[k], New: l.New, Active: l.Active, Inactive: l.Inactive})
 		}
 	}
 	return c
@@ -483,9 +484,9 @@ func (f *fleetDirector) counters() fleet.Counters {
 func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
 	doc := fleet.Document{Leader: f.cfg.ID, Cycle: f.cycles, Snapshot: f.m.snapshot()}
 	for id, pos := range f.applied {
-		doc.Acks = append(doc.Acks, scheduler.Ack{Peer: id, Pos: pos})
+		doc.Acks = append(doc.Acks, replica.Ack{Peer: id, Pos: pos})
 	}
-	slices.SortFunc(doc.Acks, func(a, b scheduler.Ack) int { return strings.Compare(a.Peer, b.Peer) })
+	slices.SortFunc(doc.Acks, func(a, b replica.Ack) int { return strings.Compare(a.Peer, b.Peer) })
 	rev, err := f.store.WriteDocument(ctx, doc, f.docRev, own)
 	if err != nil {
 		f.log.Error("fleet: the leader's state document not written; the other directors hold their tables", "error", err)
@@ -580,7 +581,7 @@ func fleetWeightRange(p policy.WeightParams, def int) (lo, hi int) {
 // set by lvs-monitor) for a server configured here lies within its range.
 // An operator's, a health checker's or a weight found in the table is
 // theirs, bounded by the kernel's range only (DecodeDocument).
-func (m *Monitor) checkWeights(snap scheduler.Snapshot) error {
+func (m *Monitor) checkWeights(snap replica.Snapshot) error {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	conf := map[DestKey]int{}

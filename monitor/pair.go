@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -66,7 +67,7 @@ type pair struct {
 	// gen numbers this director's snapshots as a writer (Message.Gen);
 	// adopted is the writer's message it last applied as a follower.
 	gen     uint64
-	adopted scheduler.Adoption
+	adopted replica.Adoption
 }
 
 // startPair loads the key, takes a new epoch and starts the listener, the
@@ -212,7 +213,7 @@ func (p *pair) cycle(ctx context.Context) {
 // writer.
 func (p *pair) queueEdits(edits []localEdit) {
 	for _, e := range edits {
-		p.outbox.AddOp(scheduler.DestKey(e.Key), e.Weight, e.Op)
+		p.outbox.AddOp(replica.DestKey(e.Key), e.Weight, e.Op)
 	}
 }
 
@@ -230,7 +231,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 			if err := p.m.adoptFrom(p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
 			} else {
-				p.adopted = scheduler.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
+				p.adopted = replica.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
 				adopted = true
 			}
 		}

@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
@@ -19,11 +20,11 @@ import (
 // snapshot returns the desired state this director publishes when it
 // writes: every configured destination it has a record of, with its
 // ownership record and controller state.
-func (m *Monitor) snapshot() scheduler.Snapshot {
+func (m *Monitor) snapshot() replica.Snapshot {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	now := m.deps.Now()
-	var snap scheduler.Snapshot
+	var snap replica.Snapshot
 	for i := range m.cfg.Services {
 		s := &m.cfg.Services[i]
 		for j := range s.Servers {
@@ -32,8 +33,8 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 			if !ok {
 				continue
 			}
-			d := scheduler.DestState{
-				Key:              scheduler.DestKey(k),
+			d := replica.DestState{
+				Key:              replica.DestKey(k),
 				State:            string(rec.State),
 				Weight:           rec.Written,
 				DefaultWeight:    rec.DefaultWeight(s.Servers[j].Weight),
@@ -57,7 +58,7 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 type localEdit struct {
 	Key    DestKey
 	Weight int
-	Op     string // scheduler.OpDrain or OpUndrain for an lvsctl request; "" for a weight found changed
+	Op     string // replica.OpDrain or OpUndrain for an lvsctl request; "" for a weight found changed
 }
 
 // setFollower switches decide and write off (a follower) or on (a writer).
@@ -83,11 +84,11 @@ func (m *Monitor) takeLocalEdits() []localEdit {
 // self (first: the snapshot already shows them), adopts snap around the
 // edits still pending, and queues for the writer the local edits adopt
 // found.
-func (m *Monitor) adoptFrom(outbox *scheduler.Outbox, self string, acks []scheduler.Ack, snap scheduler.Snapshot) error {
+func (m *Monitor) adoptFrom(outbox *scheduler.Outbox, self string, acks []replica.Ack, snap replica.Snapshot) error {
 	outbox.Ack(self, acks)
 	local, err := m.adopt(snap, outbox.Pending())
 	for _, e := range local {
-		outbox.Add(scheduler.DestKey(e.Key), e.Weight)
+		outbox.Add(replica.DestKey(e.Key), e.Weight)
 	}
 	return err
 }
@@ -98,10 +99,10 @@ func (m *Monitor) adoptFrom(outbox *scheduler.Outbox, self string, acks []schedu
 // (pending, or found now because the table no longer holds what this
 // director last wrote) are left alone; the edits found are returned for the
 // writer. Destinations not configured here are ignored.
-func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]localEdit, error) {
+func (m *Monitor) adopt(snap replica.Snapshot, pending []replica.Edit) ([]localEdit, error) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
-	var own []scheduler.CurrentWeight
+	var own []replica.CurrentWeight
 	configured := map[DestKey]bool{}
 	for i := range m.cfg.Services {
 		s := &m.cfg.Services[i]
@@ -124,10 +125,10 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 			// A weight on a server drained with lvsctl is no edit to pass
 			// on (policy.Reconcile): the writer's 0 is written over it.
 			held := rec.State == policy.DrainedByOperator && rec.Held
-			own = append(own, scheduler.CurrentWeight{Key: scheduler.DestKey(k), Weight: w, Expected: rec.Written, Known: known && !held})
+			own = append(own, replica.CurrentWeight{Key: replica.DestKey(k), Weight: w, Expected: rec.Written, Known: known && !held})
 		}
 	}
-	ch := scheduler.Plan(own, snap, pending)
+	ch := replica.Plan(own, snap, pending)
 	skip := map[DestKey]bool{}
 	for _, k := range ch.Held {
 		skip[DestKey(k)] = true
@@ -221,9 +222,9 @@ func (m *Monitor) replayRequest(k DestKey, op string) error {
 		return err
 	}
 	switch op {
-	case scheduler.OpDrain:
+	case replica.OpDrain:
 		err = m.drainLocked(k, policy.KindReplay, "drained by operator (lvsctl drain on another director)")
-	case scheduler.OpUndrain:
+	case replica.OpUndrain:
 		_, err = m.undrainLocked(k, server, policy.KindReplay, "undrained by operator (lvsctl undrain on another director)")
 	default:
 		err = fmt.Errorf("unknown request %q", op)
