@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"lvs-feedback/fleet"
-	"lvs-feedback/ipvs"
-	"lvs-feedback/policy"
 	"lvs-feedback/scheduler"
 )
 
@@ -25,28 +23,6 @@ import (
 // table and publishes the desired state; the others apply it to their
 // tables with adopt, the single write path the director pair uses
 // (replicate.go). package fleet is the etcd edge.
-
-// FleetStatus is the etcd side of a fleet director, for status and
-// metrics.
-type FleetStatus struct {
-	Leader      bool   // this director leads (decides and writes)
-	LeaderID    string // the leader this director follows or is ("" if none known)
-	EtcdUp      bool   // the last etcd operation succeeded
-	EtcdError   string // the last failure, if any
-	LeaseOK     bool   // this director holds a live lease
-	DocRevision int64  // the desired-state document's revision last read or written
-	Directors   int    // directors publishing counters
-	// EtcdErrors counts failed etcd operations (and malformed values read).
-	EtcdErrors uint64
-	// Refused is why the last document read was refused ("" when applied
-	// or none); DocumentsRefused counts the refusals.
-	Refused          string
-	DocumentsRefused uint64
-	// CountersRefused counts the other directors' counters the leader
-	// left out: per director and cycle an untrusted record (unlisted, or
-	// not bound to a live lease), per destination an implausible figure.
-	CountersRefused uint64
-}
 
 // FleetStore is the etcd edge as a fleet director uses it (*fleet.Client;
 // tests may pass their own in Deps.Fleet).
@@ -58,122 +34,6 @@ type FleetStore interface {
 	ReadView(ctx context.Context) (fleet.View, error)
 	WaitLease(ctx context.Context) bool
 	Close() error
-}
-
-// fleetInputs is how a fleet director's cycle meets the fleet: the cycle
-// records this director's own figures in local (before any sum) and, on the
-// leader, adds others, the other directors' figures, to its observations.
-type fleetInputs struct {
-	local  map[DestKey]localFigures
-	others map[DestKey][]otherFigures
-	// refs holds, per destination, the plausibility references of the
-	// last refWindow cycles; refused collects the figures left out.
-	refs    map[DestKey][2][refWindow]int64
-	refused []refusedFigures
-}
-
-type localFigures struct {
-	New              int64 // -1: not known yet
-	Active, Inactive int
-}
-
-// otherFigures are one other director's figures for one destination.
-type otherFigures struct {
-	Director            string
-	New                 int64
-	Active, ActiveDelta int
-	Inactive            int
-}
-
-// refusedFigures is one other director's figures for one destination
-// that the plausibility bound left out.
-type refusedFigures struct {
-	Director    string
-	Key         DestKey
-	New, Active int64
-	// Bound and Reference are those of new connections.
-	Bound, Reference int64
-}
-
-// The plausibility bound (docs/fleet.md): ECMP hashes flows over the
-// directors, so every director's share of one server's new connections in
-// an interval is of one size; a director whose figure for a server is more
-// than plausibleFactor times the reference — the larger of the leader's own
-// figure and the lower median of the other directors' figures, the largest
-// of the last refWindow cycles (publications reach the leader up to a cycle
-// late) — is not believed. plausibleFloor (per second of interval) keeps a
-// few connections from being refused when the reference is near 0.
-const (
-	plausibleFactor = 10
-	plausibleFloor  = 10
-	refWindow       = 3
-)
-
-// addFleetInputs runs in the cycle after observe: it keeps this director's
-// own figures for publishing and, on a leader, makes the observations the
-// fleet-wide sums the controller decides on.
-func (m *Monitor) addFleetInputs(rows []destRow) {
-	f := m.fleetIn
-	if f == nil {
-		return
-	}
-	clear(f.local)
-	floor := int64(math.Ceil(plausibleFloor * m.cfg.Interval.Seconds()))
-	for i := range rows {
-		d := rows[i].st
-		f.local[d.Key] = localFigures{New: d.NewConns, Active: d.ActiveConns, Inactive: d.InactiveConns}
-		figs := f.others[d.Key]
-		if len(figs) == 0 {
-			continue
-		}
-		news, acts := make([]int64, len(figs)), make([]int64, len(figs))
-		for j, o := range figs {
-			news[j], acts[j] = o.New, int64(o.Active)
-		}
-		refNew := f.reference(d.Key, 0, max(d.NewConns, 0), lowerMedian(news))
-		refAct := f.reference(d.Key, 1, int64(d.ActiveConns), lowerMedian(acts))
-		boundNew, boundAct := plausibleFactor*max(refNew, floor), plausibleFactor*max(refAct, floor)
-		for _, o := range figs {
-			if o.New > boundNew || int64(o.Active) > boundAct || int64(abs(o.ActiveDelta)) > boundAct {
-				f.refused = append(f.refused, refusedFigures{Director: o.Director, Key: d.Key, New: o.New, Active: int64(o.Active),
-					Bound: boundNew, Reference: refNew})
-				continue
-			}
-			if d.NewConns >= 0 {
-				d.NewConns += o.New
-			}
-			d.ActiveConns += o.Active
-			d.ActiveDelta += o.ActiveDelta
-			d.InactiveConns += o.Inactive
-		}
-	}
-}
-
-// reference records this cycle's plausibility reference of one figure
-// of a destination (slot 0: new connections, 1: active) — the larger of
-// the leader's own and the lower median of the others' — and returns the
-// largest of the last refWindow cycles.
-func (f *fleetInputs) reference(k DestKey, slot int, own, median int64) int64 {
-	h := f.refs[k]
-	copy(h[slot][1:], h[slot][:refWindow-1])
-	h[slot][0] = max(own, median)
-	f.refs[k] = h
-	return slices.Max(h[slot][:])
-}
-
-// lowerMedian is the lower median of v (v is reordered): with an even
-// count the smaller middle value, so that one of two directors cannot
-// raise it alone.
-func lowerMedian(v []int64) int64 {
-	slices.Sort(v)
-	return v[(len(v)-1)/2]
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
 
 // baseline is the leader's last reading of one other director.
@@ -229,10 +89,8 @@ func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, er
 		}
 		store = c
 	}
-	m.opMu.Lock()
-	m.fleetIn = &fleetInputs{local: map[DestKey]localFigures{}, refs: map[DestKey][2][refWindow]int64{}}
-	m.follower = true // nothing is written before this director leads
-	m.opMu.Unlock()
+	m.ShareFigures()
+	m.SetFollower(true) // nothing is written before this director leads
 	m.log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
 	return &fleetDirector{m: m, cfg: cfg, log: m.log, store: store, after: after, start: start,
 		outbox: scheduler.NewOutbox(start), totals: map[DestKey]uint64{}, applied: map[string]replica.EditPos{}, seen: map[string]*baseline{}}, nil
@@ -296,26 +154,26 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	if leading {
 		f.docRev = fl.DocumentRevision
 		f.replayEdits(fl.Directors)
-		f.m.setFleetOthers(f.sums(fl.Directors))
+		f.m.SetOthers(f.sums(fl.Directors))
 	}
-	f.m.setFollower(!leading)
+	f.m.SetFollower(!leading)
 	rep, err := f.m.Cycle(ctx)
-	f.m.setFleetOthers(nil)
-	f.noteImplausible(f.m.takeRefused())
+	f.m.SetOthers(nil)
+	f.noteImplausible(f.m.TakeRefused())
 	if ctx.Err() != nil {
 		return
 	}
 	if err != nil {
 		f.log.Error("cycle", "error", err)
 	}
-	edits := f.m.takeLocalEdits()
+	edits := f.m.TakeEdits()
 	own := f.counters()
 	if leading {
 		f.st.Directors = len(fl.Directors) + 1
 		f.writeDocument(ctx, own)
 	} else {
 		for _, e := range edits {
-			f.outbox.AddOp(replica.DestKey(e.Key), e.Weight, e.Op)
+			f.outbox.AddOp(e.Key, e.Weight, e.Op)
 		}
 		f.follow(ctx, own)
 	}
@@ -327,12 +185,12 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 
 // noteImplausible counts and logs, one line per director, the figures
 // the plausibility bound left out of this cycle's sums.
-func (f *fleetDirector) noteImplausible(refused []refusedFigures) {
+func (f *fleetDirector) noteImplausible(refused []RefusedFigures) {
 	if len(refused) == 0 {
 		return
 	}
 	f.st.CountersRefused += uint64(len(refused))
-	byDir := map[string][]refusedFigures{}
+	byDir := map[string][]RefusedFigures{}
 	for _, r := range refused {
 		byDir[r.Director] = append(byDir[r.Director], r)
 	}
@@ -344,15 +202,6 @@ func (f *fleetDirector) noteImplausible(refused []refusedFigures) {
 	}
 }
 
-// takeRefused returns and forgets the figures the last cycle left out.
-func (m *Monitor) takeRefused() []refusedFigures {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	r := m.fleetIn.refused
-	m.fleetIn.refused = nil
-	return r
-}
-
 // takeOver starts a term: the leader continues from the stored document
 // (weights, drains, controller state, the edits applied), holding the
 // edits made here and not yet acknowledged.
@@ -361,7 +210,7 @@ func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 	f.seen = map[string]*baseline{}
 	f.applied = map[string]replica.EditPos{}
 	if d := fl.Document; d != nil {
-		if err := f.m.checkWeights(d.Snapshot); err != nil {
+		if err := f.m.CheckWeights(d.Snapshot); err != nil {
 			f.refuse(d, err)
 			f.log.Error("fleet: the stored state document refused; the leader continues from its own state and replaces it", "error", err)
 			fl.Document = nil
@@ -371,7 +220,7 @@ func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 		for _, a := range d.Acks {
 			f.applied[a.Peer] = a.Pos
 		}
-		if _, err := f.m.adopt(d.Snapshot, f.outbox.Pending()); err != nil {
+		if _, err := f.m.Adopt(d.Snapshot, f.outbox.Pending()); err != nil {
 			f.log.Error("fleet: taking over the stored state", "error", err)
 		}
 	}
@@ -405,11 +254,7 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 				continue
 			}
 			f.applied[c.Director] = e.Pos
-			replay := f.m.replayEdit
-			if e.Op != "" {
-				replay = func(k DestKey, _ int) error { return f.m.replayRequest(k, e.Op) }
-			}
-			if err := replay(DestKey(e.Key), e.Weight); err != nil {
+			if err := f.m.Replay(e); err != nil {
 				f.log.Warn("fleet: operator edit from another director not applied", "from", c.Director, "server", e.Key.String(), "weight", e.Weight, "error", err)
 				continue
 			}
@@ -421,9 +266,9 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 // sums returns the other directors' figures per destination, one entry
 // per director: new connections since the leader's last reading of it (or,
 // at a first reading, its last cycle), active and inactive connections.
-// addFleetInputs checks them against the plausibility bound and adds them.
-func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]otherFigures {
-	out := map[DestKey][]otherFigures{}
+// addOthers checks them against the plausibility bound and adds them.
+func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]OtherFigures {
+	out := map[DestKey][]OtherFigures{}
 	live := map[string]bool{}
 	for _, c := range dirs {
 		if c.Director == f.cfg.ID {
@@ -436,7 +281,7 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]otherFigures {
 			f.seen[c.Director] = b
 		}
 		for _, d := range c.Dests {
-			o := otherFigures{Director: c.Director, Active: d.Active, Inactive: d.Inactive}
+			o := OtherFigures{Director: c.Director, Active: d.Active, Inactive: d.Inactive}
 			prev, ok := b.dests[d.Key]
 			switch {
 			case ok && d.NewTotal >= prev.total:
@@ -461,28 +306,19 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]otherFigures {
 // last cycle recorded before any sum.
 func (f *fleetDirector) counters() fleet.Counters {
 	c := fleet.Counters{Director: f.cfg.ID, Start: f.start, Cycle: f.cycles}
-	f.m.opMu.Lock()
-	defer f.m.opMu.Unlock()
-	for i := range f.m.cfg.Services {
-		s := &f.m.cfg.Services[i]
-		for j := range s.Servers {
-			k := DestKey{Service: s.Key, Dest: s.Servers[j].Addr}
-			l, ok := f.m.fleetIn.local[k]
-			if !ok {
-				continue // not in this director's table
-			}
-			if l.New > 0 {
-				f.totals[k] += uint64(l.New)
-			}
-			c.Dests = append(c.Dests, fleet.DestCounters{Key: replica.DestKey(k), NewTotal: f.totals[k], New: l.New, Active: l.Active, Inactive: l.Inactive})
+	for _, l := range f.m.OwnFigures() {
+		k := l.Key
+		if l.New > 0 {
+			f.totals[k] += uint64(l.New)
 		}
+		c.Dests = append(c.Dests, fleet.DestCounters{Key: replica.DestKey(k), NewTotal: f.totals[k], New: l.New, Active: l.Active, Inactive: l.Inactive})
 	}
 	return c
 }
 
 // writeDocument publishes the leader's desired state with its counters.
 func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
-	doc := fleet.Document{Leader: f.cfg.ID, Cycle: f.cycles, Snapshot: f.m.snapshot()}
+	doc := fleet.Document{Leader: f.cfg.ID, Cycle: f.cycles, Snapshot: f.m.Snapshot()}
 	for id, pos := range f.applied {
 		doc.Acks = append(doc.Acks, replica.Ack{Peer: id, Pos: pos})
 	}
@@ -490,7 +326,7 @@ func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
 	rev, err := f.store.WriteDocument(ctx, doc, f.docRev, own)
 	if err != nil {
 		f.log.Error("fleet: the leader's state document not written; the other directors hold their tables", "error", err)
-		f.m.setFollower(true) // nor does the backlog guard write until a fenced read succeeds again
+		f.m.SetFollower(true) // nor does the backlog guard write until a fenced read succeeds again
 		return
 	}
 	f.docRev = rev
@@ -538,7 +374,7 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		return
 	}
 	f.st.Refused, f.refusedWhy = "", ""
-	if err := f.m.adoptFrom(f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
+	if err := adoptFrom(f.m, f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
 		f.log.Error("fleet: applying the leader's state", "leader", d.Leader, "error", err)
 	}
 }
@@ -555,7 +391,7 @@ func (f *fleetDirector) checkDocument(d *fleet.Document, v fleet.View) error {
 	case d.Leader != v.Leader || d.Term != v.LeaderTerm:
 		return fmt.Errorf("written by %s in term %d, but the elected leader is %s in term %d", d.Leader, d.Term, v.Leader, v.LeaderTerm)
 	}
-	return f.m.checkWeights(d.Snapshot)
+	return f.m.CheckWeights(d.Snapshot)
 }
 
 // refuse records and logs a refused document: the table is held.
@@ -565,77 +401,6 @@ func (f *fleetDirector) refuse(d *fleet.Document, err error) {
 	if f.refusedWhy != f.st.Refused {
 		f.refusedWhy = f.st.Refused
 		f.log.Error("fleet: the state document refused; table held", "leader", d.Leader, "term", d.Term, "revision", d.Revision, "why", f.st.Refused)
-	}
-}
-
-// fleetWeightRange is the range of the weights lvs-monitor decides for a
-// server of effective default weight def: from weight.min to the larger
-// of weight.scale × def (the LVS formula's bound) and weight.resolution
-// (the capacity controller's largest weight), within the kernel's bound.
-func fleetWeightRange(p policy.WeightParams, def int) (lo, hi int) {
-	hi = min(max(policy.RoundWeight(policy.MaxWeightFor(def, p)), p.Resolution), ipvs.MaxWeight)
-	return p.Min, max(hi, p.Min)
-}
-
-// checkWeights checks that every weight lvs-monitor set in snap (managed,
-// set by lvs-monitor) for a server configured here lies within its range.
-// An operator's, a health checker's or a weight found in the table is
-// theirs, bounded by the kernel's range only (DecodeDocument).
-func (m *Monitor) checkWeights(snap replica.Snapshot) error {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	conf := map[DestKey]int{}
-	for i := range m.cfg.Services {
-		s := &m.cfg.Services[i]
-		for j := range s.Servers {
-			conf[DestKey{Service: s.Key, Dest: s.Servers[j].Addr}] = s.Servers[j].Weight
-		}
-	}
-	for _, x := range snap.Dests {
-		c, ok := conf[DestKey(x.Key)]
-		if !ok || x.State != string(policy.Managed) || x.SetBy != policy.ByMonitor {
-			continue
-		}
-		def := policy.DestRecord{DefaultOverride: x.DefaultOverride, OverriddenConfig: x.OverriddenConfig}.DefaultWeight(c)
-		if lo, hi := fleetWeightRange(m.cfg.Weight, def); x.Weight < lo || x.Weight > hi {
-			return fmt.Errorf("%s: weight %d outside the configured range %d–%d (weight.min to the larger of weight.scale × default %d and weight.resolution)",
-				x.Key, x.Weight, lo, hi, def)
-		}
-	}
-	return nil
-}
-
-// boundFleetWeights keeps a fleet leader's decisions within the range
-// followers accept (fleetWeightRange): a weight of lvs-monitor's outside it,
-// decided now or standing, is written at the nearest bound. It runs between
-// decide and apply; a follower's decisions write nothing anyway.
-func (m *Monitor) boundFleetWeights(rows []destRow) {
-	if m.fleetIn == nil || m.follower {
-		return
-	}
-	for i := range rows {
-		d := rows[i].st
-		dec := &d.Decision
-		rec := dec.Record
-		if rec.State != policy.Managed || rec.SetBy != policy.ByMonitor || dec.Trace.Frozen {
-			continue
-		}
-		lo, hi := fleetWeightRange(m.cfg.Weight, rec.DefaultWeight(d.Configured))
-		if st := rows[i].state; st.CtrlSet {
-			st.Ctrl = min(max(st.Ctrl, float64(lo)), float64(hi))
-		}
-		if dec.OnWrite.SetCtrl {
-			dec.OnWrite.Ctrl = min(max(dec.OnWrite.Ctrl, float64(lo)), float64(hi))
-		}
-		w := min(max(dec.To, lo), hi)
-		if w == dec.To {
-			continue
-		}
-		m.log.Warn("fleet: the leader's weight bounded to the configured range", "service", d.Key.Service, "server", d.Key.Dest,
-			"decided", dec.To, "written", w, "min", lo, "max", hi)
-		dec.Reason = strings.TrimPrefix(fmt.Sprintf("%s; %d bounded to the range %d–%d", dec.Reason, dec.To, lo, hi), "; ")
-		dec.To, dec.Write = w, w != dec.Before
-		dec.Record.Written, dec.RecordChanged = w, true
 	}
 }
 
@@ -657,17 +422,7 @@ func (f *fleetDirector) status(leading bool) {
 	}
 	fs := f.st
 	s := SyncStatus{ID: f.cfg.ID, Role: role, Writer: leading, Phase: phase, Epoch: f.start, Leader: f.st.LeaderID, Fleet: &fs}
-	f.m.mu.Lock()
-	f.m.sync = &s
-	f.m.mu.Unlock()
-	f.m.deps.Metrics.observeFleet(fs)
-}
-
-// setFleetOthers sets the other directors' figures the next cycle adds.
-func (m *Monitor) setFleetOthers(o map[DestKey][]otherFigures) {
-	m.opMu.Lock()
-	defer m.opMu.Unlock()
-	m.fleetIn.others = o
+	f.m.SetSyncStatus(s)
 }
 
 // runFleet is Run for a fleet director: a fleet cycle every interval,

@@ -297,21 +297,21 @@ func TestFleetPlausibility(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k := DestKey{Service: svcKey, Dest: rsA}
-			m := &Monitor{cfg: Config{Interval: 2 * time.Second}, fleetIn: &fleetInputs{local: map[DestKey]localFigures{}, refs: map[DestKey][2][refWindow]int64{}}}
-			m.fleetIn.refs[k] = [2][refWindow]int64{c.prevRefs}
-			var figs []otherFigures
+			m := &Monitor{cfg: Config{Interval: 2 * time.Second}, shared: &sharedFigures{local: map[DestKey]localFigures{}, refs: map[DestKey][2][refWindow]int64{}}}
+			m.shared.refs[k] = [2][refWindow]int64{c.prevRefs}
+			var figs []OtherFigures
 			for _, o := range c.others {
-				figs = append(figs, otherFigures{Director: o.dir, New: int64(o.new), Active: o.active})
+				figs = append(figs, OtherFigures{Director: o.dir, New: int64(o.new), Active: o.active})
 			}
-			m.fleetIn.others = map[DestKey][]otherFigures{k: figs}
+			m.shared.others = map[DestKey][]OtherFigures{k: figs}
 			st := &DestStatus{Key: k}
 			st.NewConns, st.ActiveConns = c.ownNew, c.ownActive
-			m.addFleetInputs([]destRow{{st: st}})
+			m.addOthers([]destRow{{st: st}})
 			if st.NewConns != c.wantNew || st.ActiveConns != c.wantActive {
 				t.Errorf("sums: new %d, active %d; want %d, %d", st.NewConns, st.ActiveConns, c.wantNew, c.wantActive)
 			}
 			var refused []string
-			for _, r := range m.fleetIn.refused {
+			for _, r := range m.shared.refused {
 				refused = append(refused, r.Director)
 				if r.Bound != c.wantBound || r.Reference != c.wantReference {
 					t.Errorf("%s refused with bound %d, reference %d; want %d, %d", r.Director, r.Bound, r.Reference, c.wantBound, c.wantReference)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net"
 	"sync"
 	"time"
@@ -72,22 +73,23 @@ type Monitor struct {
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
-	// collects operator changes made here in localEdits (replicate.go).
+	// collects operator changes made here in localEdits (TakeEdits).
 	follower   bool
-	localEdits []localEdit
-	// fleetIn: a fleet director's own figures and, on the leader, the
-	// other directors' (fleet.go); nil unless one of an etcd fleet.
-	fleetIn *fleetInputs
+	localEdits []replica.Edit
+	// shared: this director's own figures and, where it decides, the
+	// other directors' (figures.go); nil unless ShareFigures was called.
+	shared *sharedFigures
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
 
 	reloaded chan struct{} // Reload signals Run: the interval may have changed
 
-	mu         sync.Mutex // guards last, sync, pair and the reload fields
+	mu         sync.Mutex // guards last, sync, lastFrames, confirmer and the reload fields
 	last       CycleReport
 	sync       *SyncStatus
-	pair       *pair // while running as one of a director pair (Monitor.confirm)
+	lastFrames map[string]uint64 // sync frame counts at the last SetSyncStatus
+	confirmer  ConfirmFunc       // while running as one of a director pair (SetConfirm)
 	reloadedAt time.Time
 	reloadErr  error
 }

@@ -14,32 +14,6 @@ import (
 	"lvs-feedback/scheduler"
 )
 
-// SyncStatus is this director's place in its synchronised group, for
-// status displays and metrics.
-type SyncStatus struct {
-	ID     string
-	Role   string // "active" or "standby", as the role source says
-	Writer bool   // this director writes weights
-	Phase  string
-	Epoch  uint64
-	Leader string // the writer this director follows or is, "id@epoch"
-	Peers  []SyncPeer
-	// Fleet is the etcd side of a fleet director (backend "etcd"); nil in
-	// a pair.
-	Fleet *FleetStatus
-	// Frames counts the sync frames this director received, by result:
-	// "accepted" or a rejection reason.
-	Frames map[string]uint64
-}
-
-// SyncPeer is another director as this one sees it.
-type SyncPeer struct {
-	Address     string
-	Unreachable bool
-	LastOK      time.Time
-	LastError   string
-}
-
 // pair runs the monitor as one director of a synchronised group: the loop
 // of docs/director-pair.md ("Wiring into lvs-monitor"). One goroutine owns
 // it; the listener and the pusher run in their own.
@@ -55,8 +29,7 @@ type pair struct {
 	roles  scheduler.RoleSource
 	wg     sync.WaitGroup
 
-	after      func(CycleReport, error)
-	lastFrames map[string]uint64
+	after func(CycleReport, error)
 
 	// requests brings operator requests that wait for the peers
 	// (Monitor.confirm) into the loop, which owns waits; stopped is closed
@@ -113,7 +86,7 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	p := &pair{m: m, cfg: cfg, log: m.log, node: node, outbox: scheduler.NewOutbox(epoch), inbox: scheduler.NewInbox(),
-		ln: ln, push: push, after: after, lastFrames: map[string]uint64{},
+		ln: ln, push: push, after: after,
 		requests: make(chan *confirmWait), stopped: make(chan struct{})}
 	p.roles = m.deps.Roles
 	if p.roles == nil {
@@ -143,9 +116,7 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	}
 	p.wg.Go(func() { _ = ln.Run(ctx, p.inbox.Put) })
 	p.wg.Go(func() { _ = push.Run(ctx) })
-	m.mu.Lock()
-	m.pair = p
-	m.mu.Unlock()
+	m.SetConfirm(p.confirm)
 	m.log.Info("synchronised director started", "id", cfg.ID, "epoch", epoch, "listen", ln.Addr(), "peers", peerAddrs, "role_source", cfg.Role)
 	return p, nil
 }
@@ -153,9 +124,7 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 // stop closes the listener and waits for the pair's goroutines; the
 // requests still waiting for the peers return.
 func (p *pair) stop() {
-	p.m.mu.Lock()
-	p.m.pair = nil
-	p.m.mu.Unlock()
+	p.m.SetConfirm(nil)
 	close(p.stopped)
 	p.ln.Close()
 	p.wg.Wait()
@@ -177,7 +146,7 @@ func (p *pair) step(ctx context.Context) {
 	case st.EpochChanged:
 		p.outbox.Renumber(st.Epoch) // moved past an epoch the writer holds: its edits must look new
 	}
-	p.m.setFollower(!st.Writer)
+	p.m.SetFollower(!st.Writer)
 	if st.Writer != was {
 		if st.Writer {
 			p.cycle(ctx) // take over now, from the adopted state
@@ -197,7 +166,7 @@ func (p *pair) cycle(ctx context.Context) {
 	if err != nil {
 		p.log.Error("cycle", "error", err)
 	}
-	edits := p.m.takeLocalEdits()
+	edits := p.m.TakeEdits()
 	if p.node.Writer() {
 		p.node.ConfirmEdits() // the cycle read replayed edits back
 	} else {
@@ -211,10 +180,24 @@ func (p *pair) cycle(ctx context.Context) {
 
 // queueEdits puts a follower's operator changes in the outbox for the
 // writer.
-func (p *pair) queueEdits(edits []localEdit) {
+func (p *pair) queueEdits(edits []replica.Edit) {
 	for _, e := range edits {
-		p.outbox.AddOp(replica.DestKey(e.Key), e.Weight, e.Op)
+		p.outbox.AddOp(e.Key, e.Weight, e.Op)
 	}
+}
+
+// adoptFrom is a follower's side of replication, the pair's and the
+// fleet's: it drops from outbox the edits the writer acknowledged for
+// self (first: the snapshot already shows them), adopts snap around the
+// edits still pending, and queues for the writer the local edits Adopt
+// found.
+func adoptFrom(m *Monitor, outbox *scheduler.Outbox, self string, acks []replica.Ack, snap replica.Snapshot) error {
+	outbox.Ack(self, acks)
+	local, err := m.Adopt(snap, outbox.Pending())
+	for _, e := range local {
+		outbox.Add(e.Key, e.Weight)
+	}
+	return err
 }
 
 // handle applies messages from the other directors. A follower that
@@ -228,7 +211,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 		p.node.Observe(msg, now)
 		seen = append(seen, messageSeen{sender: msg.Sender, writer: msg.Writer, adopted: msg.Adopted})
 		if p.node.ShouldAdopt(msg, now) {
-			if err := p.m.adoptFrom(p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
+			if err := adoptFrom(p.m, p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
 			} else {
 				p.adopted = replica.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
@@ -242,11 +225,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 				p.log.Error("sync: operator edit from another director not applied; retried with its next message", "from", msg.Sender, "error", err)
 				break
 			}
-			replay := func() error { return p.m.replayEdit(DestKey(e.Key), e.Weight) }
-			if e.Op != "" {
-				replay = func() error { return p.m.replayRequest(DestKey(e.Key), e.Op) }
-			}
-			if err := replay(); err != nil {
+			if err := p.m.Replay(e); err != nil {
 				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
 			}
 		}
@@ -266,7 +245,7 @@ func (p *pair) publish() {
 	if msg.Writer {
 		p.gen++
 		msg.Gen = p.gen
-		msg.Snapshot = p.m.snapshot()
+		msg.Snapshot = p.m.Snapshot()
 		msg.Acks = p.node.Acks()
 	} else {
 		msg.Edits = p.outbox.Pending()
@@ -284,11 +263,7 @@ func (p *pair) status() {
 	for _, ps := range p.push.Status() {
 		s.Peers = append(s.Peers, SyncPeer{Address: ps.Addr, Unreachable: ps.Unreachable(now, 3*p.m.cfg.Interval), LastOK: ps.LastOK, LastError: ps.LastError})
 	}
-	p.m.mu.Lock()
-	p.m.sync = &s
-	p.m.mu.Unlock()
-	p.m.deps.Metrics.observeSync(s, p.lastFrames)
-	p.lastFrames = s.Frames
+	p.m.SetSyncStatus(s)
 }
 
 // peerSources returns the hosts of the peers' listener addresses that are
