@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"lvs-feedback/fleet"
 	"lvs-feedback/scheduler"
+	"lvs-feedback/scheduler/fleet"
 )
 
 // This file runs the monitor as one director of an etcd fleet

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/fleet"
+	"lvs-feedback/scheduler/fleet"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"

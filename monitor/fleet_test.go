@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"lvs-feedback/agent"
-	"lvs-feedback/fleet"
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
+	"lvs-feedback/scheduler/fleet"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // fleetMember is one lvs-monitor of an etcd fleet on its own in-memory

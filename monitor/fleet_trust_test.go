@@ -12,7 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"lvs-feedback/fleet/etcdtest"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // feed adds new connections to d's table every 50 ms until the test ends:

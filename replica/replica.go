@@ -19,6 +19,26 @@ import (
 	"lvs-feedback/policy"
 )
 
+// MaxSenderLen bounds a director id.
+const MaxSenderLen = 64
+
+// ValidSender reports whether id can name a director: 1 to 64 characters
+// from A-Z, a-z, 0-9, '.', '_', '-'.
+func ValidSender(id string) bool {
+	if len(id) == 0 || len(id) > MaxSenderLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Ownership states of a destination; the same strings as the monitor's
 // persisted ownership (monitor.Managed, DrainedByOperator, Down).
 const (

@@ -134,8 +134,8 @@ type Node struct {
 // current epoch; take it with EpochStore.Bump at start, so that a restarted
 // director never reuses an epoch (its sequence numbers start again at 1).
 func NewNode(cfg NodeConfig, epoch uint64, now time.Time) (*Node, error) {
-	if !ValidSender(cfg.Self) {
-		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, MaxSenderLen)
+	if !replica.ValidSender(cfg.Self) {
+		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, replica.MaxSenderLen)
 	}
 	if cfg.PeerTimeout <= 0 {
 		return nil, errors.New("scheduler: PeerTimeout must be positive")

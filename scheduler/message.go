@@ -25,9 +25,6 @@ const Version uint16 = 2
 // bound holds tens of thousands of destinations.
 const MaxFrameSize = 4 << 20
 
-// MaxSenderLen bounds a director id.
-const MaxSenderLen = 64
-
 // PeerEpoch is the epoch a director last accepted from a peer. A director
 // that sees its own id with an epoch above its own has lost its epoch (a
 // lost or restored epoch file) and moves past it (Node.Observe).
@@ -79,23 +76,6 @@ func (m Message) Clone() Message {
 // sealing, so that a peer never has to reject our own bugs).
 var ErrInvalid = errors.New("scheduler: invalid message")
 
-// ValidSender reports whether id can name a director: 1 to 64 characters
-// from A-Z, a-z, 0-9, '.', '_', '-'.
-func ValidSender(id string) bool {
-	if len(id) == 0 || len(id) > MaxSenderLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // validate checks the content of a message (not the header fields the
 // Pusher fills in).
 func (m *Message) validate() error {
@@ -115,16 +95,16 @@ func (m *Message) validate() error {
 		}
 	}
 	for _, a := range m.Acks {
-		if !ValidSender(a.Peer) {
+		if !replica.ValidSender(a.Peer) {
 			return fmt.Errorf("ack for invalid peer id %q", a.Peer)
 		}
 	}
 	for _, h := range m.Heard {
-		if !ValidSender(h.Peer) {
+		if !replica.ValidSender(h.Peer) {
 			return fmt.Errorf("epoch heard from invalid peer id %q", h.Peer)
 		}
 	}
-	if a := m.Adopted; a.Writer != "" && !ValidSender(a.Writer) {
+	if a := m.Adopted; a.Writer != "" && !replica.ValidSender(a.Writer) {
 		return fmt.Errorf("adopted from invalid writer id %q", a.Writer)
 	}
 	return nil
@@ -154,7 +134,7 @@ const (
 	fixedHeader  = 51
 	macLen       = 32
 	// maxHeader bounds what a receiver reads before a frame authenticates.
-	maxHeader = fixedHeader + MaxSenderLen + macLen
+	maxHeader = fixedHeader + replica.MaxSenderLen + macLen
 	minFrame  = fixedHeader + 1 + 2*macLen
 )
 
@@ -366,7 +346,7 @@ func headerSize(b []byte) (int, error) {
 		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
 	n := int(b[50])
-	if n == 0 || n > MaxSenderLen {
+	if n == 0 || n > replica.MaxSenderLen {
 		return 0, fmt.Errorf("%w: sender id length %d", ErrMalformed, n)
 	}
 	return fixedHeader + n + macLen, nil

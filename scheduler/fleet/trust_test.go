@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"lvs-feedback/fleet/etcdtest"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // forged is a director record as anyone able to write under the prefix

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
 )
 
 func TestCountersRoundTrip(t *testing.T) {

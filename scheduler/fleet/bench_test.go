@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // cpuTime is this process's user+system CPU time (etcd runs in its own).

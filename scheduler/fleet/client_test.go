@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // testMembers are the director ids the tests' clients list.

@@ -11,7 +11,6 @@ import (
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // formatVersion is written into every stored value; a reader refuses
@@ -81,7 +80,7 @@ const countersMagic = "lvs-feedback-counters"
 
 // EncodeCounters returns c's stored form.
 func EncodeCounters(c Counters) ([]byte, error) {
-	if !scheduler.ValidSender(c.Director) {
+	if !replica.ValidSender(c.Director) {
 		return nil, fmt.Errorf("counters: invalid director id %q", c.Director)
 	}
 	b := make([]byte, 0, 64+48*len(c.Dests))
@@ -138,7 +137,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 	if f[1] != strconv.Itoa(formatVersion) {
 		return Counters{}, fmt.Errorf("counters: format version %s, want %d", f[1], formatVersion)
 	}
-	if !scheduler.ValidSender(f[2]) {
+	if !replica.ValidSender(f[2]) {
 		return Counters{}, fmt.Errorf("counters: invalid director id %q", f[2])
 	}
 	c := Counters{Director: f[2], Dests: make([]DestCounters, 0, strings.Count(rest, "\nd ")+1)}
@@ -246,7 +245,7 @@ const documentMagic = "lvs-feedback-state"
 
 // EncodeDocument returns d's stored form.
 func EncodeDocument(d Document) ([]byte, error) {
-	if !scheduler.ValidSender(d.Leader) {
+	if !replica.ValidSender(d.Leader) {
 		return nil, fmt.Errorf("document: invalid leader id %q", d.Leader)
 	}
 	b := make([]byte, 0, 64+64*len(d.Snapshot.Dests))
@@ -335,7 +334,7 @@ func DecodeDocument(b []byte) (Document, error) {
 	d := Document{Leader: f[2]}
 	term, err1 := strconv.ParseInt(f[3], 10, 64)
 	cycle, err2 := strconv.ParseUint(f[4], 10, 64)
-	if !scheduler.ValidSender(d.Leader) || err1 != nil || err2 != nil || term <= 0 {
+	if !replica.ValidSender(d.Leader) || err1 != nil || err2 != nil || term <= 0 {
 		return Document{}, fmt.Errorf("document: invalid leader %q, term %q or cycle %q", f[2], f[3], f[4])
 	}
 	d.Term, d.Cycle = term, cycle
@@ -404,7 +403,7 @@ func DecodeDocument(b []byte) (Document, error) {
 		case k == 4 && fields[0] == "a":
 			ep, err1 := strconv.ParseUint(fields[2], 10, 64)
 			id, err2 := strconv.ParseUint(fields[3], 10, 64)
-			if !scheduler.ValidSender(fields[1]) || err1 != nil || err2 != nil {
+			if !replica.ValidSender(fields[1]) || err1 != nil || err2 != nil {
 				return bad(fmt.Sprintf("unreadable acknowledgement %q", line), nil)
 			}
 			d.Acks = append(d.Acks, replica.Ack{Peer: fields[1], Pos: replica.EditPos{Epoch: ep, ID: id}})
