@@ -101,13 +101,15 @@ type RefusedFigures struct {
 // The plausibility bound (docs/fleet.md): ECMP hashes flows over the
 // directors, so every director's share of one server's new connections in
 // an interval is of one size; a director whose figure for a server is more
-// than plausibleFactor times the reference — the larger of the leader's own
+// than PlausibleFactor times the reference — the larger of the leader's own
 // figure and the lower median of the other directors' figures, the largest
 // of the last refWindow cycles (publications reach the leader up to a cycle
 // late) — is not believed. plausibleFloor (per second of interval) keeps a
 // few connections from being refused when the reference is near 0.
 const (
-	plausibleFactor = 10
+	// PlausibleFactor is exported for the group's log line that names the
+	// bound.
+	PlausibleFactor = 10
 	plausibleFloor  = 10
 	refWindow       = 3
 )
@@ -135,7 +137,7 @@ func (m *Monitor) addOthers(rows []destRow) {
 		}
 		refNew := f.reference(d.Key, 0, max(d.NewConns, 0), lowerMedian(news))
 		refAct := f.reference(d.Key, 1, int64(d.ActiveConns), lowerMedian(acts))
-		boundNew, boundAct := plausibleFactor*max(refNew, floor), plausibleFactor*max(refAct, floor)
+		boundNew, boundAct := PlausibleFactor*max(refNew, floor), PlausibleFactor*max(refAct, floor)
 		for _, o := range figs {
 			if o.New > boundNew || int64(o.Active) > boundAct || int64(abs(o.ActiveDelta)) > boundAct {
 				f.refused = append(f.refused, RefusedFigures{Director: o.Director, Key: d.Key, New: o.New, Active: int64(o.Active),

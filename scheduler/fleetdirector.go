@@ -1,11 +1,10 @@
-package monitor
+package scheduler
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"lvs-feedback/replica"
 	"maps"
 	"math"
 	"path/filepath"
@@ -13,19 +12,20 @@ import (
 	"strings"
 	"time"
 
-	"lvs-feedback/scheduler"
+	"lvs-feedback/monitor"
+	"lvs-feedback/replica"
 	"lvs-feedback/scheduler/fleet"
 )
 
-// This file runs the monitor as one director of an etcd fleet
-// (docs/fleet.md): every director publishes its counters each cycle; the
-// elected leader runs the controller on the fleet-wide sums, writes its own
-// table and publishes the desired state; the others apply it to their
-// tables with adopt, the single write path the director pair uses
-// (replicate.go). package fleet is the etcd edge.
+// This file runs a director as one of an etcd fleet (docs/fleet.md):
+// every director publishes its counters each cycle; the elected leader
+// runs the controller on the fleet-wide sums (Director.SetOthers), writes
+// its own table and publishes the desired state; the others apply it to
+// their tables with Director.Adopt, the single write path the director
+// pair uses. Package scheduler/fleet is the etcd edge.
 
 // FleetStore is the etcd edge as a fleet director uses it (*fleet.Client;
-// tests may pass their own in Deps.Fleet).
+// tests may pass their own in Config.Fleet).
 type FleetStore interface {
 	Status() fleet.Status
 	Publish(ctx context.Context, c fleet.Counters) error
@@ -49,16 +49,19 @@ type baselineDest struct {
 
 // fleetDirector is the fleet loop's state. One goroutine owns it.
 type fleetDirector struct {
-	m     *Monitor
-	cfg   SyncConfig
+	d     Director
+	cfg   monitor.SyncConfig
 	log   *slog.Logger
 	store FleetStore
-	after func(CycleReport, error)
+	// dryRun: this director writes nothing; it observes and applies no
+	// document.
+	dryRun bool
+	after  func(monitor.CycleReport, error)
 
 	start  uint64 // this run's edit epoch (persisted, rises at every start)
 	cycles uint64
-	outbox *scheduler.Outbox
-	totals map[DestKey]uint64 // new connections this director's table scheduled since start
+	outbox *Outbox
+	totals map[monitor.DestKey]uint64 // new connections this director's table scheduled since start
 
 	// Leader side.
 	term    int64 // the term this director leads in; 0 while it follows
@@ -70,35 +73,43 @@ type fleetDirector struct {
 	// line per new reason, not one per cycle.
 	refusedWhy string
 
-	st FleetStatus
+	st monitor.FleetStatus
 }
 
-// startFleet connects to etcd and starts campaigning.
-func (m *Monitor) startFleet(after func(CycleReport, error)) (*fleetDirector, error) {
-	cfg := m.cfg.Sync
-	epochs := scheduler.NewEpochStore(filepath.Join(m.cfg.StateDir, "fleet-epoch"))
+// startFleet connects to etcd and starts campaigning, then waits for the
+// lease (at most the dial timeout): a director joining a fleet applies the
+// fleet's weights in its first cycle.
+func startFleet(ctx context.Context, d Director, gc Config) (*fleetDirector, error) {
+	cfg, log := gc.Monitor.Sync, gc.Logger
+	epochs := NewEpochStore(filepath.Join(gc.Monitor.StateDir, "fleet-epoch"))
 	start, err := epochs.Bump()
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	store := m.deps.Fleet
+	store := gc.Fleet
 	if store == nil {
-		c, err := fleet.New(fleetClientConfig(m.cfg, m.dryRun, m.log))
+		c, err := fleet.New(fleetClientConfig(gc.Monitor, gc.DryRun, log))
 		if err != nil {
 			return nil, err
 		}
 		store = c
 	}
-	m.ShareFigures()
-	m.SetFollower(true) // nothing is written before this director leads
-	m.log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
-	return &fleetDirector{m: m, cfg: cfg, log: m.log, store: store, after: after, start: start,
-		outbox: scheduler.NewOutbox(start), totals: map[DestKey]uint64{}, applied: map[string]replica.EditPos{}, seen: map[string]*baseline{}}, nil
+	d.ShareFigures()
+	d.SetFollower(true) // nothing is written before this director leads
+	log.Info("fleet director started", "id", cfg.ID, "endpoints", cfg.Etcd.Endpoints, "prefix", cfg.Etcd.Prefix, "lease_ttl", cfg.Etcd.LeaseTTL, "epoch", start)
+	f := &fleetDirector{d: d, cfg: cfg, log: log, store: store, after: gc.AfterCycle, dryRun: gc.DryRun, start: start,
+		outbox: NewOutbox(start), totals: map[monitor.DestKey]uint64{}, applied: map[string]replica.EditPos{}, seen: map[string]*baseline{}}
+	wctx, cancel := context.WithTimeout(ctx, cfg.Etcd.DialTimeout)
+	if !f.store.WaitLease(wctx) && ctx.Err() == nil {
+		log.Warn("fleet: no etcd lease within the dial timeout; starting with the table held", "dial_timeout", cfg.Etcd.DialTimeout)
+	}
+	cancel()
+	return f, nil
 }
 
 // fleetClientConfig is the etcd client's configuration from the
 // monitor's.
-func fleetClientConfig(cfg Config, dryRun bool, log *slog.Logger) fleet.Config {
+func fleetClientConfig(cfg monitor.Config, dryRun bool, log *slog.Logger) fleet.Config {
 	e := cfg.Sync.Etcd
 	return fleet.Config{ID: cfg.Sync.ID, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
 		OpTimeout: max(cfg.Interval, time.Second), // an unreachable etcd must not stall cycles for long
@@ -154,19 +165,19 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 	if leading {
 		f.docRev = fl.DocumentRevision
 		f.replayEdits(fl.Directors)
-		f.m.SetOthers(f.sums(fl.Directors))
+		f.d.SetOthers(f.sums(fl.Directors))
 	}
-	f.m.SetFollower(!leading)
-	rep, err := f.m.Cycle(ctx)
-	f.m.SetOthers(nil)
-	f.noteImplausible(f.m.TakeRefused())
+	f.d.SetFollower(!leading)
+	rep, err := f.d.Cycle(ctx)
+	f.d.SetOthers(nil)
+	f.noteImplausible(f.d.TakeRefused())
 	if ctx.Err() != nil {
 		return
 	}
 	if err != nil {
 		f.log.Error("cycle", "error", err)
 	}
-	edits := f.m.TakeEdits()
+	edits := f.d.TakeEdits()
 	own := f.counters()
 	if leading {
 		f.st.Directors = len(fl.Directors) + 1
@@ -185,12 +196,12 @@ func (f *fleetDirector) cycle(ctx context.Context) {
 
 // noteImplausible counts and logs, one line per director, the figures
 // the plausibility bound left out of this cycle's sums.
-func (f *fleetDirector) noteImplausible(refused []RefusedFigures) {
+func (f *fleetDirector) noteImplausible(refused []monitor.RefusedFigures) {
 	if len(refused) == 0 {
 		return
 	}
 	f.st.CountersRefused += uint64(len(refused))
-	byDir := map[string][]RefusedFigures{}
+	byDir := map[string][]monitor.RefusedFigures{}
 	for _, r := range refused {
 		byDir[r.Director] = append(byDir[r.Director], r)
 	}
@@ -198,7 +209,7 @@ func (f *fleetDirector) noteImplausible(refused []RefusedFigures) {
 		r := byDir[id][0]
 		f.log.Warn("fleet: implausible director counters left out of the sums", "from", id, "servers", len(byDir[id]),
 			"server", r.Key.String(), "new", r.New, "active", r.Active, "bound", r.Bound, "reference", r.Reference,
-			"why", fmt.Sprintf("more than %d × the larger of the leader's own and the other directors' median", plausibleFactor))
+			"why", fmt.Sprintf("more than %d × the larger of the leader's own and the other directors' median", monitor.PlausibleFactor))
 	}
 }
 
@@ -210,7 +221,7 @@ func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 	f.seen = map[string]*baseline{}
 	f.applied = map[string]replica.EditPos{}
 	if d := fl.Document; d != nil {
-		if err := f.m.CheckWeights(d.Snapshot); err != nil {
+		if err := f.d.CheckWeights(d.Snapshot); err != nil {
 			f.refuse(d, err)
 			f.log.Error("fleet: the stored state document refused; the leader continues from its own state and replaces it", "error", err)
 			fl.Document = nil
@@ -220,11 +231,11 @@ func (f *fleetDirector) takeOver(fl fleet.Fleet, term int64) {
 		for _, a := range d.Acks {
 			f.applied[a.Peer] = a.Pos
 		}
-		if _, err := f.m.Adopt(d.Snapshot, f.outbox.Pending()); err != nil {
+		if _, err := f.d.Adopt(d.Snapshot, f.outbox.Pending()); err != nil {
 			f.log.Error("fleet: taking over the stored state", "error", err)
 		}
 	}
-	f.outbox = scheduler.NewOutbox(f.start) // a leader's own table holds its edits
+	f.outbox = NewOutbox(f.start) // a leader's own table holds its edits
 	prev := ""
 	if fl.Document != nil {
 		prev = fl.Document.Leader
@@ -254,7 +265,7 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 				continue
 			}
 			f.applied[c.Director] = e.Pos
-			if err := f.m.Replay(e); err != nil {
+			if err := f.d.Replay(e); err != nil {
 				f.log.Warn("fleet: operator edit from another director not applied", "from", c.Director, "server", e.Key.String(), "weight", e.Weight, "error", err)
 				continue
 			}
@@ -267,8 +278,8 @@ func (f *fleetDirector) replayEdits(dirs []fleet.Counters) {
 // per director: new connections since the leader's last reading of it (or,
 // at a first reading, its last cycle), active and inactive connections.
 // addOthers checks them against the plausibility bound and adds them.
-func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]OtherFigures {
-	out := map[DestKey][]OtherFigures{}
+func (f *fleetDirector) sums(dirs []fleet.Counters) map[monitor.DestKey][]monitor.OtherFigures {
+	out := map[monitor.DestKey][]monitor.OtherFigures{}
 	live := map[string]bool{}
 	for _, c := range dirs {
 		if c.Director == f.cfg.ID {
@@ -281,7 +292,7 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]OtherFigures {
 			f.seen[c.Director] = b
 		}
 		for _, d := range c.Dests {
-			o := OtherFigures{Director: c.Director, Active: d.Active, Inactive: d.Inactive}
+			o := monitor.OtherFigures{Director: c.Director, Active: d.Active, Inactive: d.Inactive}
 			prev, ok := b.dests[d.Key]
 			switch {
 			case ok && d.NewTotal >= prev.total:
@@ -290,7 +301,7 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]OtherFigures {
 			case d.New > 0:
 				o.New = d.New
 			}
-			out[DestKey(d.Key)] = append(out[DestKey(d.Key)], o)
+			out[monitor.DestKey(d.Key)] = append(out[monitor.DestKey(d.Key)], o)
 			b.dests[d.Key] = baselineDest{total: d.NewTotal, active: d.Active}
 		}
 	}
@@ -306,7 +317,7 @@ func (f *fleetDirector) sums(dirs []fleet.Counters) map[DestKey][]OtherFigures {
 // last cycle recorded before any sum.
 func (f *fleetDirector) counters() fleet.Counters {
 	c := fleet.Counters{Director: f.cfg.ID, Start: f.start, Cycle: f.cycles}
-	for _, l := range f.m.OwnFigures() {
+	for _, l := range f.d.OwnFigures() {
 		k := l.Key
 		if l.New > 0 {
 			f.totals[k] += uint64(l.New)
@@ -318,7 +329,7 @@ func (f *fleetDirector) counters() fleet.Counters {
 
 // writeDocument publishes the leader's desired state with its counters.
 func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
-	doc := fleet.Document{Leader: f.cfg.ID, Cycle: f.cycles, Snapshot: f.m.Snapshot()}
+	doc := fleet.Document{Leader: f.cfg.ID, Cycle: f.cycles, Snapshot: f.d.Snapshot()}
 	for id, pos := range f.applied {
 		doc.Acks = append(doc.Acks, replica.Ack{Peer: id, Pos: pos})
 	}
@@ -326,7 +337,7 @@ func (f *fleetDirector) writeDocument(ctx context.Context, own fleet.Counters) {
 	rev, err := f.store.WriteDocument(ctx, doc, f.docRev, own)
 	if err != nil {
 		f.log.Error("fleet: the leader's state document not written; the other directors hold their tables", "error", err)
-		f.m.SetFollower(true) // nor does the backlog guard write until a fenced read succeeds again
+		f.d.SetFollower(true) // nor does the backlog guard write until a fenced read succeeds again
 		return
 	}
 	f.docRev = rev
@@ -362,7 +373,7 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 	}
 	d := v.Document
 	f.st.DocRevision = d.Revision
-	if f.m.dryRun {
+	if f.dryRun {
 		return
 	}
 	if !f.store.Status().LeaseOK {
@@ -374,7 +385,7 @@ func (f *fleetDirector) follow(ctx context.Context, own fleet.Counters) {
 		return
 	}
 	f.st.Refused, f.refusedWhy = "", ""
-	if err := adoptFrom(f.m, f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
+	if err := adoptFrom(f.d, f.outbox, f.cfg.ID, d.Acks, d.Snapshot); err != nil {
 		f.log.Error("fleet: applying the leader's state", "leader", d.Leader, "error", err)
 	}
 }
@@ -391,7 +402,7 @@ func (f *fleetDirector) checkDocument(d *fleet.Document, v fleet.View) error {
 	case d.Leader != v.Leader || d.Term != v.LeaderTerm:
 		return fmt.Errorf("written by %s in term %d, but the elected leader is %s in term %d", d.Leader, d.Term, v.Leader, v.LeaderTerm)
 	}
-	return f.m.CheckWeights(d.Snapshot)
+	return f.d.CheckWeights(d.Snapshot)
 }
 
 // refuse records and logs a refused document: the table is held.
@@ -421,39 +432,10 @@ func (f *fleetDirector) status(leading bool) {
 		phase = "no etcd lease: table held"
 	}
 	fs := f.st
-	s := SyncStatus{ID: f.cfg.ID, Role: role, Writer: leading, Phase: phase, Epoch: f.start, Leader: f.st.LeaderID, Fleet: &fs}
-	f.m.SetSyncStatus(s)
+	s := monitor.SyncStatus{ID: f.cfg.ID, Role: role, Writer: leading, Phase: phase, Epoch: f.start, Leader: f.st.LeaderID, Fleet: &fs}
+	f.d.SetSyncStatus(s)
 }
 
-// runFleet is Run for a fleet director: a fleet cycle every interval,
-// backlog checks between cycles (the leader's guard writes its own table;
-// the others take the result from the next document).
-func (m *Monitor) runFleet(ctx context.Context, afterCycle func(CycleReport, error)) error {
-	f, err := m.startFleet(afterCycle)
-	if err != nil {
-		return err
-	}
-	defer f.stop()
-	// The first cycle waits for the lease (at most the dial timeout): a
-	// director joining a fleet applies the fleet's weights in it.
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.Sync.Etcd.DialTimeout)
-	if !f.store.WaitLease(wctx) && ctx.Err() == nil {
-		m.log.Warn("fleet: no etcd lease within the dial timeout; starting with the table held", "dial_timeout", m.cfg.Sync.Etcd.DialTimeout)
-	}
-	cancel()
-	f.cycle(ctx)
-	clock := m.newCycleClock()
-	defer clock.stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-clock.cycle():
-			f.cycle(ctx)
-		case <-clock.guard():
-			m.runGuard(ctx)
-		case <-m.reloaded:
-			clock.reload()
-		}
-	}
-}
+// guarded follows a backlog check: the leader's guard writes its own
+// table; the others take the result from the next document.
+func (f *fleetDirector) guarded(int) {}

@@ -1,17 +1,18 @@
-package monitor
+package scheduler
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"lvs-feedback/monitor"
 	"lvs-feedback/replica"
 )
 
 // confirmWait is one operator request waiting for the peers: the pair's
 // loop owns pending and sends each peer's outcome on results.
 type confirmWait struct {
-	key      DestKey
+	key      monitor.DestKey
 	deadline time.Time
 	gen      uint64 // a writer's: the first snapshot that carries the request
 	pending  map[string]bool
@@ -26,9 +27,9 @@ type peerResult struct {
 
 // confirm waits until every peer of the pair holds the request on key, or
 // cannot: unreachable, silent past the timeout, or this director stopping
-// (the pair's ConfirmFunc, Monitor.SetConfirm).
-func (p *pair) confirm(ctx context.Context, key DestKey, verb string) Replication {
-	r := Replication{Verb: verb}
+// (the pair's monitor.ConfirmFunc, Director.SetConfirm).
+func (p *pair) confirm(ctx context.Context, key monitor.DestKey, verb string) monitor.Replication {
+	r := monitor.Replication{Verb: verb}
 	ids := make([]string, len(p.cfg.Peers))
 	for i, peer := range p.cfg.Peers {
 		ids[i] = peer.ID
@@ -38,7 +39,7 @@ func (p *pair) confirm(ctx context.Context, key DestKey, verb string) Replicatio
 	since := time.Now()
 	w := &confirmWait{key: key, deadline: since.Add(timeout), results: make(chan peerResult, 2*len(ids))}
 	outcome := map[string]string{}
-	finish := func(why string) Replication {
+	finish := func(why string) monitor.Replication {
 		for _, id := range ids {
 			o, ok := outcome[id]
 			switch {
@@ -91,7 +92,7 @@ func (p *pair) confirm(ctx context.Context, key DestKey, verb string) Replicatio
 // confirmTimeout bounds the wait for the peers: a follower's request needs
 // the writer's next cycle to be acknowledged.
 func (p *pair) confirmTimeout() time.Duration {
-	return 2*p.m.Interval() + 2*time.Second
+	return 2*p.d.Interval() + 2*time.Second
 }
 
 // request starts a confirmation wait in the pair's loop: a writer
@@ -109,8 +110,8 @@ func (p *pair) request(w *confirmWait) {
 		p.waits = append(p.waits, w)
 		return
 	}
-	p.queueEdits(p.m.TakeEdits())
-	leader := p.node.Status(p.m.deps.Now()).Leader.Sender
+	p.queueEdits(p.d.TakeEdits())
+	leader := p.node.Status(p.now()).Leader.Sender
 	for _, peer := range p.cfg.Peers {
 		switch {
 		case leader == "" || peer.ID == leader:
