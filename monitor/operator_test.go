@@ -107,10 +107,3 @@ func TestExplain(t *testing.T) {
 		t.Errorf("formula step %v for a computed load", f)
 	}
 }
-
-func mustStore(t *testing.T, dir string) Store {
-	t.Helper()
-	s, err := NewFileStore(dir)
-	must(t, err)
-	return s
-}
