@@ -61,7 +61,7 @@ func FileReloader(path string, m Reloadable) ReloadFunc {
 				*k.next = k.running
 			}
 		}
-		// The [sync] group is set up once at start (monitor.Run).
+		// The [sync] group is set up once at start (scheduler.Run).
 		if !reflect.DeepEqual(old.Sync, cfg.Sync) {
 			notes = append(notes, "[sync] changed: takes effect when lvs-monitor restarts; the running group settings stay in use")
 			keep.Sync = old.Sync

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"testing"
 
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // TestDryRunWritesNothingAnywhere: under -dry-run no path writes to the
@@ -49,20 +49,20 @@ func TestDryRunWritesNothingAnywhere(t *testing.T) {
 		}
 
 		// A writer's snapshot says C is at 4.
-		m.setFollower(true)
-		snap := m.snapshot()
+		m.SetFollower(true)
+		snap := m.Snapshot()
 		for i := range snap.Dests {
-			if snap.Dests[i].Key == scheduler.DestKey(DestKey{Service: svcKey, Dest: rsC}) {
+			if snap.Dests[i].Key == replica.DestKey(DestKey{Service: svcKey, Dest: rsC}) {
 				snap.Dests[i].Weight = 4
 			}
 		}
-		if _, err := m.adopt(snap, nil); err != nil {
+		if _, err := m.Adopt(snap, nil); err != nil {
 			t.Fatalf("adopt: %v", err)
 		}
 		if got, want := r.weight(rsC), map[bool]int{true: 10, false: 4}[dry]; got != want {
 			t.Errorf("dry run %v: mirroring left C at %d, want %d", dry, got, want)
 		}
-		m.setFollower(false)
+		m.SetFollower(false)
 
 		err = m.replayEdit(DestKey{Service: svcKey, Dest: rsC}, 7)
 		wantDry("replay", err)

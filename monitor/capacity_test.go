@@ -296,7 +296,7 @@ func TestCapacityRestartKeepsDeviation(t *testing.T) {
 func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
 	w, mw := newCapacityRig(t, "smoothing = 0.5\n")
 	f, mf := newCapacityRig(t, "smoothing = 0.5\n")
-	mf.setFollower(true)
+	mf.SetFollower(true)
 	setAllCPU(w, 0.5)
 	setAllCPU(f, 0.5)
 	cycle(t, mw)
@@ -307,14 +307,14 @@ func TestCapacityTakeoverKeepsDeviation(t *testing.T) {
 	cycle(t, mw) // B saturated alone: 10 → 5 on the writer
 	wantWeights(t, w, "writer", 10, 5, 10)
 	for range 3 { // the standby mirrors it and sees no traffic of its own
-		if _, err := mf.adopt(mw.snapshot(), nil); err != nil {
+		if _, err := mf.Adopt(mw.Snapshot(), nil); err != nil {
 			t.Fatal(err)
 		}
 		cycle(t, mf)
 	}
 	wantWeights(t, f, "follower", 10, 5, 10)
 
-	mf.setFollower(false) // takeover: the traffic now comes through f
+	mf.SetFollower(false) // takeover: the traffic now comes through f
 	f.agents.set(agentOf(rsB), 0.5)
 	for i := range 5 {
 		addConns(t, f, 100, 50, 100) // B: capacity 100, half its peers' per unit of weight

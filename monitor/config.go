@@ -18,7 +18,7 @@ import (
 	"lvs-feedback/ipvs"
 	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
+	"lvs-feedback/replica"
 )
 
 // Config is lvs-monitor's configuration, read from TOML by LoadConfig.
@@ -609,8 +609,8 @@ func (cfg *Config) checkSync(bad func(key, format string, a ...any)) {
 // checkFleet checks [sync] with backend "etcd" and fills its defaults.
 func (cfg *Config) checkFleet(bad func(key, format string, a ...any)) {
 	s := &cfg.Sync
-	if !scheduler.ValidSender(s.ID) {
-		bad("sync.id", "must be 1 to %d letters, digits, '.', '_' or '-', got %q", scheduler.MaxSenderLen, s.ID)
+	if !replica.ValidSender(s.ID) {
+		bad("sync.id", "must be 1 to %d letters, digits, '.', '_' or '-', got %q", replica.MaxSenderLen, s.ID)
 	}
 	for key, set := range map[string]bool{"listen": s.Listen != "", "key_file": s.KeyFile != "", "role": s.Role != "", "vips": len(s.VIPs) > 0, "peer": len(s.Peers) > 0} {
 		if set {
@@ -622,8 +622,8 @@ func (cfg *Config) checkFleet(bad func(key, format string, a ...any)) {
 		bad("sync.etcd.directors", "must list every director id of the fleet, this one (%q) included; got %q", s.ID, e.Directors)
 	}
 	for i, id := range e.Directors {
-		if !scheduler.ValidSender(id) {
-			bad(fmt.Sprintf("sync.etcd.directors[%d]", i), "must be 1 to %d letters, digits, '.', '_' or '-', got %q", scheduler.MaxSenderLen, id)
+		if !replica.ValidSender(id) {
+			bad(fmt.Sprintf("sync.etcd.directors[%d]", i), "must be 1 to %d letters, digits, '.', '_' or '-', got %q", replica.MaxSenderLen, id)
 		} else if slices.Index(e.Directors, id) != i {
 			bad(fmt.Sprintf("sync.etcd.directors[%d]", i), "%q listed twice", id)
 		}

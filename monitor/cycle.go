@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net/netip"
 	"time"
 
@@ -85,9 +86,9 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 		return CycleReport{Start: start}, fmt.Errorf("cycle interrupted: %w", err)
 	}
 	m.observe(rows)
-	m.addFleetInputs(rows)
+	m.addOthers(rows)
 	m.decide(rows)
-	m.boundFleetWeights(rows)
+	m.boundWeights(rows)
 	res := m.applyRows(rows)
 	errs := []error{res.err}
 	if stateChanged || res.recordsChanged {
@@ -186,7 +187,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 		if known && m.follower && !res.Anew {
 			// Someone changed the weight on this director: the writer
 			// must hear of it (a drain on either director reaches both).
-			m.localEdits = append(m.localEdits, localEdit{Key: d.Key, Weight: d.Kernel})
+			m.localEdits = append(m.localEdits, replica.Edit{Key: replica.DestKey(d.Key), Weight: d.Kernel})
 		}
 		m.state[d.Key] = res.Record
 		d.Reason = res.Reason

@@ -10,16 +10,34 @@
 // rules are pure functions there) → apply (apply.go, the one place that
 // writes a weight) → persist who owns which weight (state.go). Between
 // cycles the backlog guard reads the table alone (guard.go). Operator
-// requests (operator.go, confirm.go), metrics (metrics.go) and the cycle
+// requests (operator.go), metrics (metrics.go) and the cycle
 // history (history.go) read the decision records; they do not decide.
 // The edges — the IPVS table, agents, probes, the state file and the
 // clock — sit behind the narrow interfaces of Deps (monitor.go), so the
 // same code runs against the kernel, the in-memory table and a simulator.
 //
-// A director that is one of a synchronised group runs the same cycle:
-// pair.go and replicate.go carry the pair's snapshots and edits,
-// fleet.go the etcd fleet's documents (packages scheduler and fleet hold
-// the transports).
+// The monitor is one director and knows nothing of its peers. A director
+// group (package scheduler: alone, a pair, an etcd fleet) runs it through
+// a narrow set of methods, each documented where it is defined:
+//
+//   - Cycle and Guard run one cycle and one backlog check; Interval,
+//     GuardCheck and Reloaded tell the loop when (monitor.go, cycle.go,
+//     guard.go);
+//   - Snapshot takes what a writer replicates, Adopt applies a writer's
+//     snapshot on a follower, TakeEdits hands over the operator changes
+//     made on a follower, Replay carries one out on the writer, and
+//     SetFollower switches decide and write off or on (replicate.go; the
+//     replicated types are package replica's);
+//   - ShareFigures, OwnFigures, SetOthers, TakeRefused and CheckWeights
+//     are the cycle's input and output in a group that shares one table's
+//     traffic: this director's own connection figures, the other
+//     directors' (checked against a plausibility bound before they are
+//     added) and the weight range a follower accepts (figures.go);
+//   - SetSyncStatus records the group's status for Status and the
+//     metrics (syncstatus.go); SetConfirm installs the wait an operator's
+//     drain in a pair answers with (confirm.go).
+//
+// Peers, transports, elections and who writes are the group's.
 //
 // The configuration is read by CheckConfig (config.go): each key and its
 // type against the keys derived from Config's toml tags (configkeys.go),

@@ -3,12 +3,9 @@ package monitor
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"lvs-feedback/fleet"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -111,33 +108,5 @@ func TestFleetMetrics(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
-	}
-}
-
-// TestFleetClientConfig: every [sync.etcd] key reaches the etcd client —
-// the TLS and authentication keys were once lost behind a comment.
-func TestFleetClientConfig(t *testing.T) {
-	pw := filepath.Join(t.TempDir(), "etcd-password")
-	if err := os.WriteFile(pw, []byte("secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ParseConfig("fleet.toml", []byte(fleetMinimal+`prefix = "/lb/"
-lease_ttl = "12s"
-dial_timeout = "2s"
-ca_file = "/etc/lvs/ca.pem"
-cert_file = "/etc/lvs/dir1.pem"
-key_file = "/etc/lvs/dir1.key"
-username = "lvs"
-password_file = "`+pw+`"
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := fleetClientConfig(cfg, true, nil)
-	want := fleet.Config{ID: "dir1", Endpoints: []string{"http://127.0.0.1:2379"}, Prefix: "/lb/", LeaseTTL: 12 * time.Second,
-		DialTimeout: 2 * time.Second, OpTimeout: 5 * time.Second, CAFile: "/etc/lvs/ca.pem", CertFile: "/etc/lvs/dir1.pem",
-		KeyFile: "/etc/lvs/dir1.key", Username: "lvs", PasswordFile: pw, Observer: true, Members: []string{"dir1", "dir2"}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fleet client config\n got %+v\nwant %+v", got, want)
 	}
 }

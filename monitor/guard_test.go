@@ -281,7 +281,7 @@ func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
 	r.advance(m.cfg.Availability.SlowStart + time.Second)
 	cycle(t, m)
 	wantWeights(t, r, "undrained", 10, 10, 10)
-	m.setFollower(true)
+	m.SetFollower(true)
 	for _, n := range []int{22, 24, 26} {
 		setActive(t, r, 5, n, 5)
 		if w := guard(t, m); w != 0 {
@@ -289,7 +289,7 @@ func TestBacklogGuardLeavesDrainsAndFollowers(t *testing.T) {
 		}
 	}
 	wantWeights(t, r, "follower", 10, 10, 10)
-	m.setFollower(false)
+	m.SetFollower(false)
 
 	setActive(t, r, 5, 5, 5)
 	cycle(t, m)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
+	"lvs-feedback/replica"
 	"sync"
 	"time"
 
@@ -14,7 +14,6 @@ import (
 	"lvs-feedback/ipvs"
 	"lvs-feedback/nodeexp"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // Deps are the edges the monitor talks to. Every field is required except
@@ -29,21 +28,14 @@ type Deps struct {
 	Metrics *Metrics
 	// History, if non-nil, records every cycle (not in a dry run).
 	History *Recorder
-	// Roles and SyncListener, if non-nil, replace the role source and the
-	// sync listener a synchronised director builds from its configuration
-	// (tests use them).
-	Roles        scheduler.RoleSource
-	SyncListener net.Listener
-	// Fleet, if non-nil, replaces the etcd client a fleet director builds
-	// from its configuration.
-	Fleet FleetStore
 	// Now is the clock (default time.Now). A simulator passes its own so
 	// that everything time-based in the monitor follows simulated time.
 	Now func() time.Time
 }
 
-// Monitor runs the dynamic-feedback cycle. Create it with New; call Run, or
-// Cycle from tests and simulators that drive their own clock. A Monitor is
+// Monitor runs the dynamic-feedback cycle of one director. Create it with
+// New; scheduler.Run drives it (alone, or as one of a pair or fleet), and
+// tests and simulators that keep their own clock call Cycle. A Monitor is
 // not safe for concurrent use, except Last, which may be called from any
 // goroutine.
 type Monitor struct {
@@ -72,22 +64,23 @@ type Monitor struct {
 
 	// follower: another director of a synchronised group writes; this one
 	// reads, reconciles and gathers but neither decides nor writes, and
-	// collects operator changes made here in localEdits (replicate.go).
+	// collects operator changes made here in localEdits (TakeEdits).
 	follower   bool
-	localEdits []localEdit
-	// fleetIn: a fleet director's own figures and, on the leader, the
-	// other directors' (fleet.go); nil unless one of an etcd fleet.
-	fleetIn *fleetInputs
+	localEdits []replica.Edit
+	// shared: this director's own figures and, where it decides, the
+	// other directors' (figures.go); nil unless ShareFigures was called.
+	shared *sharedFigures
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
 
-	reloaded chan struct{} // Reload signals Run: the interval may have changed
+	reloaded chan struct{} // Reload signals Reloaded: the interval may have changed
 
-	mu         sync.Mutex // guards last, sync, pair and the reload fields
+	mu         sync.Mutex // guards last, sync, lastFrames, confirmer and the reload fields
 	last       CycleReport
 	sync       *SyncStatus
-	pair       *pair // while running as one of a director pair (Monitor.confirm)
+	lastFrames map[string]uint64 // sync frame counts at the last SetSyncStatus
+	confirmer  ConfirmFunc       // while running as one of a director pair (SetConfirm)
 	reloadedAt time.Time
 	reloadErr  error
 }
@@ -177,92 +170,6 @@ type observed struct {
 	nodeExp nodeexp.Snapshot
 }
 
-// Run calls Cycle now and then every interval until ctx ends, with
-// backlog checks between cycles. A director with a [sync] section runs as
-// one of a synchronised group (pair.go): it writes only while it is the
-// group's writer, publishes its state after each cycle, and takes the
-// other directors' messages and role changes as they come. A cycle that
-// overruns the interval delays the next one; ticks are not queued.
-// afterCycle, if non-nil, is called after each cycle (e.g. to notify
-// systemd or print a table).
-func (m *Monitor) Run(ctx context.Context, afterCycle func(CycleReport, error)) error {
-	if m.cfg.Sync.Fleet() {
-		return m.runFleet(ctx, afterCycle)
-	}
-	var p *pair // nil: a director that runs alone
-	if m.cfg.Sync.Enabled() {
-		var err error
-		if p, err = m.startPair(ctx, afterCycle); err != nil {
-			return err
-		}
-		defer p.stop()
-	}
-	cycle := func() {
-		if p != nil {
-			p.step(ctx) // time-based transitions: grace over, a silent writer's claim lapsed
-			p.cycle(ctx)
-			p.publish()
-			return
-		}
-		rep, err := m.Cycle(ctx)
-		if ctx.Err() != nil {
-			return // stopped during the cycle
-		}
-		if err != nil {
-			m.log.Error("cycle", "error", err)
-		}
-		if afterCycle != nil {
-			afterCycle(rep, err)
-		}
-	}
-	var roles <-chan scheduler.Role // nil channels: never ready alone
-	var inbox <-chan struct{}
-	var requests <-chan *confirmWait
-	if p != nil {
-		p.node.SetRole(p.roles.Role())
-		roles, inbox, requests = p.roles.Changes(), p.inbox.Ready(), p.requests
-	}
-	cycle()
-	clock := m.newCycleClock()
-	defer clock.stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-clock.cycle():
-			cycle()
-		case <-clock.guard():
-			if m.runGuard(ctx) > 0 && p != nil {
-				p.publish() // the follower holds the guard's weights too
-			}
-		case <-m.reloaded:
-			clock.reload()
-		case r := <-roles:
-			p.log.Info("sync: role changed", "role", r)
-			// What the peers sent before the role changed comes first: a
-			// new writer takes over from the latest state it was sent.
-			if msgs := p.inbox.Take(); len(msgs) > 0 {
-				p.handle(ctx, msgs)
-			}
-			p.node.SetRole(r)
-			p.step(ctx) // a new writer runs a cycle at once
-		case <-inbox:
-			p.handle(ctx, p.inbox.Take())
-		case w := <-requests:
-			p.request(w)
-		}
-	}
-}
-
-// runGuard runs one backlog check and logs its failure.
-func (m *Monitor) runGuard(ctx context.Context) int {
-	n, err := m.Guard(ctx)
-	if err != nil && ctx.Err() == nil {
-		m.log.Error("backlog guard", "error", err)
-	}
-	return n
-}
-
 // GuardCheck returns the running configuration's backlog check period (0:
 // the guard is off).
 func (m *Monitor) GuardCheck() time.Duration {
@@ -271,75 +178,11 @@ func (m *Monitor) GuardCheck() time.Duration {
 	return m.cfg.Guard.Check
 }
 
-// cycleClock ticks a director's cycles and the backlog checks between
-// them at the running configuration's periods, which a reload may change.
-type cycleClock struct {
-	m        *Monitor
-	interval time.Duration
-	t        *time.Ticker
-	g        *guardTicker
-}
-
-func (m *Monitor) newCycleClock() *cycleClock {
-	i := m.Interval()
-	return &cycleClock{m: m, interval: i, t: time.NewTicker(i), g: newGuardTicker(m.GuardCheck())}
-}
-
-func (c *cycleClock) cycle() <-chan time.Time { return c.t.C }
-func (c *cycleClock) guard() <-chan time.Time { return c.g.C() }
-
-// reload takes the periods of the configuration now running.
-func (c *cycleClock) reload() {
-	if i := c.m.Interval(); i != c.interval {
-		c.interval = i
-		c.t.Reset(i)
-	}
-	c.g.reset(c.m.GuardCheck())
-}
-
-func (c *cycleClock) stop() {
-	c.t.Stop()
-	c.g.stop()
-}
-
-// guardTicker ticks every backlog check period; off (a nil channel) when
-// the period is 0.
-type guardTicker struct {
-	t *time.Ticker
-	d time.Duration
-}
-
-func newGuardTicker(d time.Duration) *guardTicker {
-	g := &guardTicker{}
-	g.reset(d)
-	return g
-}
-
-// C is the tick channel; nil (never ready) when the guard is off.
-func (g *guardTicker) C() <-chan time.Time {
-	if g.t == nil {
-		return nil
-	}
-	return g.t.C
-}
-
-func (g *guardTicker) reset(d time.Duration) {
-	if d == g.d {
-		return
-	}
-	g.stop()
-	g.d = d
-	if d > 0 {
-		g.t = time.NewTicker(d)
-	}
-}
-
-func (g *guardTicker) stop() {
-	if g.t != nil {
-		g.t.Stop()
-		g.t = nil
-	}
-}
+// Reloaded signals that a reload may have changed the interval or the
+// backlog check period: the loop that runs the cycles (scheduler.Run)
+// reads Interval and GuardCheck again. One signal stands for any number
+// of reloads.
+func (m *Monitor) Reloaded() <-chan struct{} { return m.reloaded }
 
 // Interval returns the running configuration's interval.
 func (m *Monitor) Interval() time.Duration {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 	"net/netip"
 	"time"
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // ErrNotManaged means an operator request named a service or real server
@@ -37,7 +37,7 @@ func (m *Monitor) Drain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 		return fmt.Errorf("drain: %w", err)
 	}
 	if m.follower {
-		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: 0, Op: scheduler.OpDrain})
+		m.localEdits = append(m.localEdits, replica.Edit{Key: replica.DestKey(key), Weight: 0, Op: replica.OpDrain})
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (m *Monitor) Undrain(svc ipvs.ServiceKey, dst netip.AddrPort) error {
 	}
 	if m.follower {
 		// The writer undrains too, with its own slow start.
-		m.localEdits = append(m.localEdits, localEdit{Key: key, Weight: w, Op: scheduler.OpUndrain})
+		m.localEdits = append(m.localEdits, replica.Edit{Key: replica.DestKey(key), Weight: w, Op: replica.OpUndrain})
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"context"
 	"errors"
 	"math"
 	"net/netip"
@@ -107,39 +106,4 @@ func TestExplain(t *testing.T) {
 	if f := e.Dest.Decision.Trace.Formula; f == nil || math.IsNaN(f.Step) {
 		t.Errorf("formula step %v for a computed load", f)
 	}
-}
-
-// TestReloadChangesTheInterval: a reloaded interval applies without a
-// restart, even while Run waits out a long one.
-func TestReloadChangesTheInterval(t *testing.T) {
-	r := newRig(t)
-	r.cfg.Interval = time.Hour
-	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: mustStore(t, r.dir)}, false)
-	must(t, err)
-	cycles := make(chan struct{}, 100)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = m.Run(ctx, func(CycleReport, error) { cycles <- struct{}{} })
-	}()
-	defer func() { cancel(); <-done }()
-	<-cycles // the first cycle runs at once; the next would be an hour away
-	cfg := r.cfg
-	cfg.Interval = 20 * time.Millisecond
-	m.Reload(cfg)
-	for i := range 3 {
-		select {
-		case <-cycles:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("cycle %d after reloading a 20 ms interval did not come", i+2)
-		}
-	}
-}
-
-func mustStore(t *testing.T, dir string) Store {
-	t.Helper()
-	s, err := NewFileStore(dir)
-	must(t, err)
-	return s
 }

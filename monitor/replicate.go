@@ -3,27 +3,29 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
-// The methods in this file let a synchronised group of directors share one
-// desired state (pair.go runs them; docs/director-pair.md explains the
-// protocol). A writer publishes snapshot; a follower runs its cycle with
-// decide and write switched off, applies the writer's snapshot with adopt,
-// and hands operator changes made on it to the writer, which replays them
-// with replayEdit.
+// The methods in this file are what a director group's driver (package
+// scheduler) calls to share one desired state between directors; the
+// monitor knows nothing of the peers, the transport or who decides who
+// writes. A writer publishes Snapshot; a follower (SetFollower) runs its
+// cycle with decide and write switched off, applies the writer's snapshot
+// with Adopt, and hands the operator changes made on it (TakeEdits) to the
+// writer, which carries them out with Replay.
 
-// snapshot returns the desired state this director publishes when it
+// Snapshot returns the desired state this director publishes when it
 // writes: every configured destination it has a record of, with its
-// ownership record and controller state.
-func (m *Monitor) snapshot() scheduler.Snapshot {
+// ownership record and controller state. It is empty before the first
+// cycle has recorded anything.
+func (m *Monitor) Snapshot() replica.Snapshot {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	now := m.deps.Now()
-	var snap scheduler.Snapshot
+	var snap replica.Snapshot
 	for i := range m.cfg.Services {
 		s := &m.cfg.Services[i]
 		for j := range s.Servers {
@@ -32,8 +34,8 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 			if !ok {
 				continue
 			}
-			d := scheduler.DestState{
-				Key:              scheduler.DestKey(k),
+			d := replica.DestState{
+				Key:              replica.DestKey(k),
 				State:            string(rec.State),
 				Weight:           rec.Written,
 				DefaultWeight:    rec.DefaultWeight(s.Servers[j].Weight),
@@ -52,25 +54,22 @@ func (m *Monitor) snapshot() scheduler.Snapshot {
 	return snap
 }
 
-// localEdit is an operator's change found on a follower: the weight someone
-// set here, to be replayed by the writer.
-type localEdit struct {
-	Key    DestKey
-	Weight int
-	Op     string // scheduler.OpDrain or OpUndrain for an lvsctl request; "" for a weight found changed
-}
-
-// setFollower switches decide and write off (a follower) or on (a writer).
-func (m *Monitor) setFollower(f bool) {
+// SetFollower switches decide and write off (true: a follower, whose
+// cycles and backlog checks read, reconcile and gather but write no weight,
+// and which collects the operator changes made here for TakeEdits) or on
+// (false: a writer; the default).
+func (m *Monitor) SetFollower(f bool) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	m.follower = f
 }
 
-// takeLocalEdits returns and forgets the operator changes found on this
-// director since the last call: weights changed by another tool (found by
-// reconcile) and lvsctl drains and undrains.
-func (m *Monitor) takeLocalEdits() []localEdit {
+// TakeEdits returns and forgets the operator changes found on this
+// director while it followed, since the last call: weights changed by
+// another tool (found by reconcile; Op "") and lvsctl drains and undrains
+// (Op replica.OpDrain, OpUndrain). Their Pos is zero: the driver numbers
+// them. None (nil) on a writer.
+func (m *Monitor) TakeEdits() []replica.Edit {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
 	e := m.localEdits
@@ -78,30 +77,18 @@ func (m *Monitor) takeLocalEdits() []localEdit {
 	return e
 }
 
-// adoptFrom is a follower's side of replication, the pair's and the
-// fleet's: it drops from outbox the edits the writer acknowledged for
-// self (first: the snapshot already shows them), adopts snap around the
-// edits still pending, and queues for the writer the local edits adopt
-// found.
-func (m *Monitor) adoptFrom(outbox *scheduler.Outbox, self string, acks []scheduler.Ack, snap scheduler.Snapshot) error {
-	outbox.Ack(self, acks)
-	local, err := m.adopt(snap, outbox.Pending())
-	for _, e := range local {
-		outbox.Add(scheduler.DestKey(e.Key), e.Weight)
-	}
-	return err
-}
-
-// adopt makes this director's table and records match a writer's snapshot:
+// Adopt makes this director's table and records match a writer's snapshot:
 // compare-and-set writes for the weights that differ, then the writer's
 // ownership records and controller state. Destinations with a local edit
 // (pending, or found now because the table no longer holds what this
 // director last wrote) are left alone; the edits found are returned for the
-// writer. Destinations not configured here are ignored.
-func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]localEdit, error) {
+// writer (nil: none). Destinations not configured here are ignored. An
+// error says which writes or the state save failed; the records of the
+// destinations written are taken even then.
+func (m *Monitor) Adopt(snap replica.Snapshot, pending []replica.Edit) ([]replica.Edit, error) {
 	m.opMu.Lock()
 	defer m.opMu.Unlock()
-	var own []scheduler.CurrentWeight
+	var own []replica.CurrentWeight
 	configured := map[DestKey]bool{}
 	for i := range m.cfg.Services {
 		s := &m.cfg.Services[i]
@@ -124,10 +111,10 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 			// A weight on a server drained with lvsctl is no edit to pass
 			// on (policy.Reconcile): the writer's 0 is written over it.
 			held := rec.State == policy.DrainedByOperator && rec.Held
-			own = append(own, scheduler.CurrentWeight{Key: scheduler.DestKey(k), Weight: w, Expected: rec.Written, Known: known && !held})
+			own = append(own, replica.CurrentWeight{Key: replica.DestKey(k), Weight: w, Expected: rec.Written, Known: known && !held})
 		}
 	}
-	ch := scheduler.Plan(own, snap, pending)
+	ch := replica.Plan(own, snap, pending)
 	skip := map[DestKey]bool{}
 	for _, k := range ch.Held {
 		skip[DestKey(k)] = true
@@ -177,11 +164,19 @@ func (m *Monitor) adopt(snap scheduler.Snapshot, pending []scheduler.Edit) ([]lo
 	if err := m.saveState(); err != nil {
 		errs = append(errs, err)
 	}
-	local := make([]localEdit, 0, len(ch.LocalEdits))
-	for _, e := range ch.LocalEdits {
-		local = append(local, localEdit{Key: DestKey(e.Key), Weight: e.Weight})
+	return ch.LocalEdits, errors.Join(errs...)
+}
+
+// Replay carries out on this (the writer's) director an operator's change
+// made on another: an lvsctl drain or undrain (e.Op) as lvsctl would have
+// here, a weight found changed there (Op "") as a write of that weight.
+// An error says why it was not applied (not configured here, not in the
+// table, a write that failed); nothing is retried.
+func (m *Monitor) Replay(e replica.Edit) error {
+	if e.Op != "" {
+		return m.replayRequest(DestKey(e.Key), e.Op)
 	}
-	return local, errors.Join(errs...)
+	return m.replayEdit(DestKey(e.Key), e.Weight)
 }
 
 // replayEdit writes an operator's change made on a follower into this
@@ -221,9 +216,9 @@ func (m *Monitor) replayRequest(k DestKey, op string) error {
 		return err
 	}
 	switch op {
-	case scheduler.OpDrain:
+	case replica.OpDrain:
 		err = m.drainLocked(k, policy.KindReplay, "drained by operator (lvsctl drain on another director)")
-	case scheduler.OpUndrain:
+	case replica.OpUndrain:
 		_, err = m.undrainLocked(k, server, policy.KindReplay, "undrained by operator (lvsctl undrain on another director)")
 	default:
 		err = fmt.Errorf("unknown request %q", op)

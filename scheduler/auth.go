@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"lvs-feedback/replica"
 	"os"
 	"slices"
 	"sync"
@@ -209,8 +210,8 @@ func Seal(key *Key, m Message, nonce Nonce) ([]byte, error) {
 
 // sealPayload frames an already encoded payload.
 func sealPayload(key *Key, m *Message, nonce Nonce, payload []byte) ([]byte, error) {
-	if !ValidSender(m.Sender) {
-		return nil, fmt.Errorf("%w: sender id %q: use 1 to %d letters, digits, '.', '_' or '-'", ErrInvalid, m.Sender, MaxSenderLen)
+	if !replica.ValidSender(m.Sender) {
+		return nil, fmt.Errorf("%w: sender id %q: use 1 to %d letters, digits, '.', '_' or '-'", ErrInvalid, m.Sender, replica.MaxSenderLen)
 	}
 	hdr := fixedHeader + len(m.Sender) + macLen
 	size := hdr + len(payload) + macLen
@@ -286,8 +287,8 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.Key == nil {
 		return nil, errors.New("scheduler: verifier needs a key")
 	}
-	if !ValidSender(cfg.Self) {
-		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, MaxSenderLen)
+	if !replica.ValidSender(cfg.Self) {
+		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, replica.MaxSenderLen)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -356,7 +357,7 @@ func (v *Verifier) checkHeader(b []byte, ch Challenge) (frameHeader, error) {
 	if h.sender == v.cfg.Self {
 		return frameHeader{}, fmt.Errorf("%w (%q)", ErrOwnSender, h.sender)
 	}
-	if !ValidSender(h.sender) {
+	if !replica.ValidSender(h.sender) {
 		return frameHeader{}, fmt.Errorf("%w: sender id %q", ErrMalformed, h.sender)
 	}
 	if v.senders != nil && !v.senders[h.sender] {

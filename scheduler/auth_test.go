@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"lvs-feedback/replica"
 	"os"
 	"path/filepath"
 	"strings"
@@ -319,7 +320,7 @@ func FuzzVerify(f *testing.F) {
 // that seals again.
 func FuzzPayload(f *testing.F) {
 	k := testKey(f, 1)
-	m := Message{Writer: true, Snapshot: sampleSnapshot(), Edits: []Edit{{Pos: EditPos{1, 2}, Key: simKeys[0], Weight: 3}}, Acks: []Ack{{Peer: "b", Pos: EditPos{1, 1}}},
+	m := Message{Writer: true, Snapshot: sampleSnapshot(), Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 1, ID: 2}, Key: simKeys[0], Weight: 3}}, Acks: []replica.Ack{{Peer: "b", Pos: replica.EditPos{Epoch: 1, ID: 1}}},
 		Heard: []PeerEpoch{{Peer: "b", Epoch: 3}}}
 	p, err := encodePayload(&m)
 	if err != nil {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 	"math"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ type NodeConfig struct {
 	SaveEpoch func(uint64) error
 	// SaveApplied persists the record of the followers' edits applied
 	// (AppliedStore.Save); Applied calls it before the edit is replayed.
-	SaveApplied func(map[string]EditPos) error
+	SaveApplied func(map[string]replica.EditPos) error
 }
 
 // PeerView is what a Node knows about one peer.
@@ -125,16 +126,16 @@ type Node struct {
 	leader     Claim
 	started    time.Time
 	peers      map[string]*PeerView
-	applied    map[string]EditPos // edits applied to the table
-	confirmed  map[string]EditPos // of which read back into the state: acknowledged
+	applied    map[string]replica.EditPos // edits applied to the table
+	confirmed  map[string]replica.EditPos // of which read back into the state: acknowledged
 }
 
 // NewNode returns a Node in the Standby role. epoch is the director's
 // current epoch; take it with EpochStore.Bump at start, so that a restarted
 // director never reuses an epoch (its sequence numbers start again at 1).
 func NewNode(cfg NodeConfig, epoch uint64, now time.Time) (*Node, error) {
-	if !ValidSender(cfg.Self) {
-		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, MaxSenderLen)
+	if !replica.ValidSender(cfg.Self) {
+		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, replica.MaxSenderLen)
 	}
 	if cfg.PeerTimeout <= 0 {
 		return nil, errors.New("scheduler: PeerTimeout must be positive")
@@ -146,10 +147,10 @@ func NewNode(cfg NodeConfig, epoch uint64, now time.Time) (*Node, error) {
 		cfg.SaveEpoch = func(uint64) error { return nil }
 	}
 	if cfg.SaveApplied == nil {
-		cfg.SaveApplied = func(map[string]EditPos) error { return nil }
+		cfg.SaveApplied = func(map[string]replica.EditPos) error { return nil }
 	}
 	return &Node{cfg: cfg, epoch: epoch, maxSeen: epoch, phase: PhaseStandby, started: now, peers: map[string]*PeerView{},
-		applied: map[string]EditPos{}, confirmed: map[string]EditPos{}}, nil
+		applied: map[string]replica.EditPos{}, confirmed: map[string]replica.EditPos{}}, nil
 }
 
 // Epoch returns the director's current epoch (put it in every message).
@@ -357,18 +358,18 @@ func (n *Node) ShouldAdopt(m Message, now time.Time) bool {
 // NewEdits returns the edits in m that this director, if it writes, has not
 // applied yet, in order. For each, call Applied, then apply it to the table
 // (as an operator's write) if Applied succeeded.
-func (n *Node) NewEdits(m Message) []Edit {
+func (n *Node) NewEdits(m Message) []replica.Edit {
 	if !n.writing || m.Sender == n.cfg.Self {
 		return nil
 	}
 	last := n.applied[m.Sender]
-	var out []Edit
+	var out []replica.Edit
 	for _, e := range m.Edits {
 		if e.Pos.After(last) {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b Edit) int {
+	slices.SortFunc(out, func(a, b replica.Edit) int {
 		if a.Pos == b.Pos {
 			return 0
 		}
@@ -386,11 +387,11 @@ func (n *Node) NewEdits(m Message) []Edit {
 // persisting fails nothing is recorded and the edit must not be applied;
 // it comes again with the sender's next message. The edit is acknowledged
 // once ConfirmEdits says the state read back from the table reflects it.
-func (n *Node) Applied(sender string, pos EditPos) error {
+func (n *Node) Applied(sender string, pos replica.EditPos) error {
 	if !pos.After(n.applied[sender]) {
 		return nil
 	}
-	next := make(map[string]EditPos, len(n.applied)+1)
+	next := make(map[string]replica.EditPos, len(n.applied)+1)
 	for p, q := range n.applied {
 		next[p] = q
 	}
@@ -404,7 +405,7 @@ func (n *Node) Applied(sender string, pos EditPos) error {
 
 // RestoreApplied seeds the record of applied edits with the persisted one
 // (AppliedStore.Load), at start. A position never moves backwards.
-func (n *Node) RestoreApplied(applied map[string]EditPos) {
+func (n *Node) RestoreApplied(applied map[string]replica.EditPos) {
 	for p, pos := range applied {
 		if pos.After(n.applied[p]) {
 			n.applied[p] = pos
@@ -424,87 +425,13 @@ func (n *Node) ConfirmEdits() {
 }
 
 // Acks returns the acknowledgements to put in the writer's messages.
-func (n *Node) Acks() []Ack {
-	out := make([]Ack, 0, len(n.confirmed))
+func (n *Node) Acks() []replica.Ack {
+	out := make([]replica.Ack, 0, len(n.confirmed))
 	for p, pos := range n.confirmed {
-		out = append(out, Ack{Peer: p, Pos: pos})
+		out = append(out, replica.Ack{Peer: p, Pos: pos})
 	}
-	slices.SortFunc(out, func(a, b Ack) int { return strings.Compare(a.Peer, b.Peer) })
+	slices.SortFunc(out, func(a, b replica.Ack) int { return strings.Compare(a.Peer, b.Peer) })
 	return out
-}
-
-// CurrentWeight is a follower's own view of one destination.
-type CurrentWeight struct {
-	Key DestKey
-	// Weight is the weight in this director's table now.
-	Weight int
-	// Expected is the weight this director last wrote or adopted (monitor
-	// DestRecord.Written); Known says whether it has one.
-	Expected int
-	Known    bool
-}
-
-// Write is one weight write: a compare-and-set from From to To
-// (ipvs.Table.SetWeight).
-type Write struct {
-	Key      DestKey
-	From, To int
-}
-
-// Changes is what a follower does with a snapshot.
-type Changes struct {
-	// Writes make this director's table match the snapshot: only the
-	// destinations whose weight differs.
-	Writes []Write
-	// LocalEdits are weights changed here by someone else (an operator on
-	// this director) since it last wrote them: they are not overwritten;
-	// queue them in the Outbox so that they reach the writer.
-	LocalEdits []Edit
-	// Held are destinations left alone because a local edit is pending.
-	Held []DestKey
-	// Missing are destinations of the snapshot not in this table.
-	Missing []DestKey
-}
-
-// Plan computes what a follower writes to make its table match snap:
-// the minimal set of writes, leaving alone every destination with a local
-// edit (pending in the Outbox, or found now: the table no longer holds the
-// weight this director last wrote). Destinations of own that are not in
-// snap are not touched. The result is sorted by key.
-func Plan(own []CurrentWeight, snap Snapshot, pending []Edit) Changes {
-	want := snap.Index()
-	held := make(map[DestKey]bool, len(pending))
-	for _, e := range pending {
-		held[e.Key] = true
-	}
-	var ch Changes
-	seen := make(map[DestKey]bool, len(own))
-	for _, c := range own {
-		seen[c.Key] = true
-		d, ok := want[c.Key]
-		if !ok {
-			continue
-		}
-		switch {
-		case held[c.Key]:
-			ch.Held = append(ch.Held, c.Key)
-		case c.Known && c.Weight != c.Expected:
-			ch.LocalEdits = append(ch.LocalEdits, Edit{Key: c.Key, Weight: c.Weight})
-			ch.Held = append(ch.Held, c.Key)
-		case c.Weight != d.Weight:
-			ch.Writes = append(ch.Writes, Write{Key: c.Key, From: c.Weight, To: d.Weight})
-		}
-	}
-	for k := range want {
-		if !seen[k] {
-			ch.Missing = append(ch.Missing, k)
-		}
-	}
-	slices.SortFunc(ch.Writes, func(a, b Write) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(ch.LocalEdits, func(a, b Edit) int { return compareKeys(a.Key, b.Key) })
-	slices.SortFunc(ch.Held, compareKeys)
-	slices.SortFunc(ch.Missing, compareKeys)
-	return ch
 }
 
 // Outbox holds a follower's local operator edits until the writer
@@ -513,26 +440,26 @@ func Plan(own []CurrentWeight, snap Snapshot, pending []Edit) Changes {
 type Outbox struct {
 	epoch   uint64
 	next    uint64
-	pending map[DestKey]Edit
+	pending map[replica.DestKey]replica.Edit
 }
 
 // NewOutbox returns an empty outbox; epoch is the director's epoch at
 // start (its edits are numbered within it).
 func NewOutbox(epoch uint64) *Outbox {
-	return &Outbox{epoch: epoch, pending: map[DestKey]Edit{}}
+	return &Outbox{epoch: epoch, pending: map[replica.DestKey]replica.Edit{}}
 }
 
 // Add queues an edit of key to weight and returns it. An identical pending
 // edit is kept as it is; a different one is replaced.
-func (o *Outbox) Add(key DestKey, weight int) Edit { return o.AddOp(key, weight, "") }
+func (o *Outbox) Add(key replica.DestKey, weight int) replica.Edit { return o.AddOp(key, weight, "") }
 
 // AddOp is Add for an lvsctl request op (Edit.Op).
-func (o *Outbox) AddOp(key DestKey, weight int, op string) Edit {
+func (o *Outbox) AddOp(key replica.DestKey, weight int, op string) replica.Edit {
 	if e, ok := o.pending[key]; ok && e.Weight == weight && e.Op == op {
 		return e
 	}
 	o.next++
-	e := Edit{Pos: EditPos{Epoch: o.epoch, ID: o.next}, Key: key, Weight: weight, Op: op}
+	e := replica.Edit{Pos: replica.EditPos{Epoch: o.epoch, ID: o.next}, Key: key, Weight: weight, Op: op}
 	o.pending[key] = e
 	return e
 }
@@ -545,18 +472,18 @@ func (o *Outbox) Renumber(epoch uint64) {
 	o.epoch, o.next = epoch, 0
 	for _, e := range pending {
 		o.next++
-		e.Pos = EditPos{Epoch: epoch, ID: o.next}
+		e.Pos = replica.EditPos{Epoch: epoch, ID: o.next}
 		o.pending[e.Key] = e
 	}
 }
 
 // Pending returns the unacknowledged edits in order.
-func (o *Outbox) Pending() []Edit {
-	out := make([]Edit, 0, len(o.pending))
+func (o *Outbox) Pending() []replica.Edit {
+	out := make([]replica.Edit, 0, len(o.pending))
 	for _, e := range o.pending {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b Edit) int {
+	slices.SortFunc(out, func(a, b replica.Edit) int {
 		if a.Pos.After(b.Pos) {
 			return 1
 		}
@@ -569,7 +496,7 @@ func (o *Outbox) Pending() []Edit {
 }
 
 // Ack drops the edits the writer acknowledged for self.
-func (o *Outbox) Ack(self string, acks []Ack) {
+func (o *Outbox) Ack(self string, acks []replica.Ack) {
 	for _, a := range acks {
 		if a.Peer != self {
 			continue
@@ -583,7 +510,7 @@ func (o *Outbox) Ack(self string, acks []Ack) {
 }
 
 // Holds reports whether an edit of key is pending.
-func (o *Outbox) Holds(key DestKey) bool {
+func (o *Outbox) Holds(key replica.DestKey) bool {
 	_, ok := o.pending[key]
 	return ok
 }

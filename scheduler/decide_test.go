@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"lvs-feedback/replica"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -207,9 +208,9 @@ func TestNodeEditsAndAcks(t *testing.T) {
 	now := time.Unix(1000, 0)
 	n, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute}, 1, now)
 	k1, k2 := key(svcWeb, "198.51.100.1:80"), key(svcWeb, "198.51.100.2:80")
-	m := Message{Sender: "b", Epoch: 3, Edits: []Edit{
-		{Pos: EditPos{3, 2}, Key: k2, Weight: 5},
-		{Pos: EditPos{3, 1}, Key: k1, Weight: 0},
+	m := Message{Sender: "b", Epoch: 3, Edits: []replica.Edit{
+		{Pos: replica.EditPos{Epoch: 3, ID: 2}, Key: k2, Weight: 5},
+		{Pos: replica.EditPos{Epoch: 3, ID: 1}, Key: k1, Weight: 0},
 	}}
 	if got := n.NewEdits(m); got != nil {
 		t.Errorf("a follower applies edits: %v", got)
@@ -220,7 +221,7 @@ func TestNodeEditsAndAcks(t *testing.T) {
 	if len(got) != 2 || got[0].Pos.ID != 1 || got[1].Pos.ID != 2 {
 		t.Fatalf("NewEdits = %+v, want both in order", got)
 	}
-	mustApply := func(pos EditPos) {
+	mustApply := func(pos replica.EditPos) {
 		t.Helper()
 		if err := n.Applied("b", pos); err != nil {
 			t.Fatal(err)
@@ -230,8 +231,8 @@ func TestNodeEditsAndAcks(t *testing.T) {
 	if got := n.NewEdits(m); len(got) != 1 || got[0].Pos.ID != 2 {
 		t.Errorf("after applying the first: %+v", got)
 	}
-	mustApply(EditPos{3, 2})
-	mustApply(EditPos{3, 1}) // never backwards
+	mustApply(replica.EditPos{Epoch: 3, ID: 2})
+	mustApply(replica.EditPos{Epoch: 3, ID: 1}) // never backwards
 	if got := n.NewEdits(m); len(got) != 0 {
 		t.Errorf("after applying both: %+v", got)
 	}
@@ -239,11 +240,11 @@ func TestNodeEditsAndAcks(t *testing.T) {
 		t.Errorf("acknowledged before the state was read back: %+v", acks)
 	}
 	n.ConfirmEdits()
-	if acks := n.Acks(); !reflect.DeepEqual(acks, []Ack{{Peer: "b", Pos: EditPos{3, 2}}}) {
+	if acks := n.Acks(); !reflect.DeepEqual(acks, []replica.Ack{{Peer: "b", Pos: replica.EditPos{Epoch: 3, ID: 2}}}) {
 		t.Errorf("Acks = %+v", acks)
 	}
 	// A restarted follower numbers its edits in a higher epoch.
-	m2 := Message{Sender: "b", Epoch: 4, Edits: []Edit{{Pos: EditPos{4, 1}, Key: k1, Weight: 7}}}
+	m2 := Message{Sender: "b", Epoch: 4, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 4, ID: 1}, Key: k1, Weight: 7}}}
 	if got := n.NewEdits(m2); len(got) != 1 {
 		t.Errorf("edit after the follower's restart: %+v", got)
 	}
@@ -255,65 +256,65 @@ func TestPlan(t *testing.T) {
 	k3 := key(svcWeb, "198.51.100.3:80")
 	k4 := key(svcDNS, "[2001:db8::1]:53")
 	kOnlyHere := key(svcWeb, "198.51.100.99:80")
-	snap := Snapshot{Dests: []DestState{
-		{Key: k1, State: StateManaged, Weight: 12},
-		{Key: k2, State: StateDrained, Weight: 0},
-		{Key: k3, State: StateManaged, Weight: 30},
-		{Key: k4, State: StateDown, Weight: 0},
+	snap := replica.Snapshot{Dests: []replica.DestState{
+		{Key: k1, State: replica.StateManaged, Weight: 12},
+		{Key: k2, State: replica.StateDrained, Weight: 0},
+		{Key: k3, State: replica.StateManaged, Weight: 30},
+		{Key: k4, State: replica.StateDown, Weight: 0},
 	}}
 	cases := []struct {
 		name    string
-		own     []CurrentWeight
-		pending []Edit
-		want    Changes
+		own     []replica.CurrentWeight
+		pending []replica.Edit
+		want    replica.Changes
 	}{
 		{
 			name: "in step: nothing to write",
-			own: []CurrentWeight{
+			own: []replica.CurrentWeight{
 				{Key: k1, Weight: 12, Expected: 12, Known: true}, {Key: k2, Weight: 0, Expected: 0, Known: true},
 				{Key: k3, Weight: 30, Expected: 30, Known: true}, {Key: k4, Weight: 0, Expected: 0, Known: true},
 			},
-			want: Changes{},
+			want: replica.Changes{},
 		},
 		{
 			name: "only what changed is written",
-			own: []CurrentWeight{
+			own: []replica.CurrentWeight{
 				{Key: k1, Weight: 10, Expected: 10, Known: true}, {Key: k2, Weight: 8, Expected: 8, Known: true},
 				{Key: k3, Weight: 30, Expected: 30, Known: true}, {Key: k4, Weight: 5, Expected: 5, Known: true},
 			},
-			want: Changes{Writes: []Write{{Key: k1, From: 10, To: 12}, {Key: k2, From: 8, To: 0}, {Key: k4, From: 5, To: 0}}},
+			want: replica.Changes{Writes: []replica.Write{{Key: k1, From: 10, To: 12}, {Key: k2, From: 8, To: 0}, {Key: k4, From: 5, To: 0}}},
 		},
 		{
 			name: "unknown destinations converge to the snapshot",
-			own:  []CurrentWeight{{Key: k1, Weight: 1}, {Key: k3, Weight: 30}},
-			want: Changes{Writes: []Write{{Key: k1, From: 1, To: 12}}, Missing: []DestKey{k2, k4}},
+			own:  []replica.CurrentWeight{{Key: k1, Weight: 1}, {Key: k3, Weight: 30}},
+			want: replica.Changes{Writes: []replica.Write{{Key: k1, From: 1, To: 12}}, Missing: []replica.DestKey{k2, k4}},
 		},
 		{
 			name: "an operator's change here is not overwritten: it is forwarded",
-			own: []CurrentWeight{
+			own: []replica.CurrentWeight{
 				{Key: k1, Weight: 0, Expected: 12, Known: true},  // drained here by ipvsadm
 				{Key: k3, Weight: 50, Expected: 30, Known: true}, // new weight set here
 			},
-			want: Changes{
-				LocalEdits: []Edit{{Key: k1, Weight: 0}, {Key: k3, Weight: 50}},
-				Held:       []DestKey{k1, k3},
-				Missing:    []DestKey{k2, k4},
+			want: replica.Changes{
+				LocalEdits: []replica.Edit{{Key: k1, Weight: 0}, {Key: k3, Weight: 50}},
+				Held:       []replica.DestKey{k1, k3},
+				Missing:    []replica.DestKey{k2, k4},
 			},
 		},
 		{
 			name:    "a pending edit holds its destination until acknowledged",
-			own:     []CurrentWeight{{Key: k1, Weight: 0, Expected: 0, Known: true}, {Key: k2, Weight: 0, Expected: 0, Known: true}},
-			pending: []Edit{{Pos: EditPos{1, 1}, Key: k1, Weight: 0}},
-			want:    Changes{Held: []DestKey{k1}, Missing: []DestKey{k3, k4}},
+			own:     []replica.CurrentWeight{{Key: k1, Weight: 0, Expected: 0, Known: true}, {Key: k2, Weight: 0, Expected: 0, Known: true}},
+			pending: []replica.Edit{{Pos: replica.EditPos{Epoch: 1, ID: 1}, Key: k1, Weight: 0}},
+			want:    replica.Changes{Held: []replica.DestKey{k1}, Missing: []replica.DestKey{k3, k4}},
 		},
 		{
 			name: "destinations only in this table are left alone",
-			own:  []CurrentWeight{{Key: kOnlyHere, Weight: 3, Expected: 9, Known: true}},
-			want: Changes{Missing: []DestKey{k1, k2, k3, k4}},
+			own:  []replica.CurrentWeight{{Key: kOnlyHere, Weight: 3, Expected: 9, Known: true}},
+			want: replica.Changes{Missing: []replica.DestKey{k1, k2, k3, k4}},
 		},
 	}
 	for _, c := range cases {
-		got := Plan(c.own, snap, c.pending)
+		got := replica.Plan(c.own, snap, c.pending)
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
 		}
@@ -332,14 +333,14 @@ func TestOutbox(t *testing.T) {
 	if o.Len() != 2 {
 		t.Fatalf("Len = %d", o.Len())
 	}
-	if p := o.Pending(); !reflect.DeepEqual(p, []Edit{e2, e3}) {
+	if p := o.Pending(); !reflect.DeepEqual(p, []replica.Edit{e2, e3}) {
 		t.Errorf("Pending = %+v", p)
 	}
-	o.Ack("b", []Ack{{Peer: "x", Pos: e3.Pos}, {Peer: "b", Pos: e2.Pos}})
-	if p := o.Pending(); !reflect.DeepEqual(p, []Edit{e3}) {
+	o.Ack("b", []replica.Ack{{Peer: "x", Pos: e3.Pos}, {Peer: "b", Pos: e2.Pos}})
+	if p := o.Pending(); !reflect.DeepEqual(p, []replica.Edit{e3}) {
 		t.Errorf("after ack of e2: %+v", p)
 	}
-	o.Ack("b", []Ack{{Peer: "b", Pos: e3.Pos}})
+	o.Ack("b", []replica.Ack{{Peer: "b", Pos: e3.Pos}})
 	if o.Len() != 0 {
 		t.Errorf("after ack of e3: %+v", o.Pending())
 	}
@@ -367,7 +368,7 @@ func TestAppliedEditsSurviveRestart(t *testing.T) {
 		n.Step(now)
 		return n
 	}
-	drain := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 1}, Key: simKeys[2], Weight: 0}}}
+	drain := Message{Sender: "b", Epoch: 3, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 3, ID: 1}, Key: simKeys[2], Weight: 0}}}
 	n := writer()
 	got := n.NewEdits(drain)
 	if len(got) != 1 {
@@ -382,16 +383,16 @@ func TestAppliedEditsSurviveRestart(t *testing.T) {
 	if got := n.NewEdits(drain); len(got) != 0 {
 		t.Errorf("a restarted writer applies the edit again: %+v", got)
 	}
-	next := Message{Sender: "b", Epoch: 3, Edits: []Edit{{Pos: EditPos{3, 2}, Key: simKeys[2], Weight: 10}}}
+	next := Message{Sender: "b", Epoch: 3, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 3, ID: 2}, Key: simKeys[2], Weight: 10}}}
 	if got := n.NewEdits(next); len(got) != 1 {
 		t.Errorf("the follower's next edit: %+v", got)
 	}
 
 	// A record that cannot be written records nothing.
-	failing, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: func(map[string]EditPos) error { return errors.New("disk full") }}, 1, now)
+	failing, _ := NewNode(NodeConfig{Self: "a", PeerTimeout: time.Minute, SaveApplied: func(map[string]replica.EditPos) error { return errors.New("disk full") }}, 1, now)
 	failing.SetRole(Active)
 	failing.Step(now)
-	if err := failing.Applied("b", EditPos{3, 1}); err == nil || !strings.Contains(err.Error(), "disk full") {
+	if err := failing.Applied("b", replica.EditPos{Epoch: 3, ID: 1}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("Applied with a failing store: %v", err)
 	}
 	if got := failing.NewEdits(drain); len(got) != 1 {
@@ -434,7 +435,7 @@ func TestNodeMovesPastEpochHeldByPeer(t *testing.T) {
 	if got := w.Heard(); !reflect.DeepEqual(got, []PeerEpoch{{"b", 4}, {"c", 2}}) {
 		t.Fatalf("Heard = %+v", got)
 	}
-	if err := w.Applied("b", EditPos{4, 3}); err != nil {
+	if err := w.Applied("b", replica.EditPos{Epoch: 4, ID: 3}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -453,7 +454,7 @@ func TestNodeMovesPastEpochHeldByPeer(t *testing.T) {
 	}
 	out.Renumber(st.Epoch)
 	moved := out.Pending()
-	if len(moved) != 1 || moved[0].Pos != (EditPos{5, 1}) || moved[0].Key != drain.Key || moved[0].Weight != 0 {
+	if len(moved) != 1 || moved[0].Pos != (replica.EditPos{Epoch: 5, ID: 1}) || moved[0].Key != drain.Key || moved[0].Weight != 0 {
 		t.Errorf("pending after Renumber: %+v", moved)
 	}
 	w.SetRole(Active)
@@ -461,7 +462,7 @@ func TestNodeMovesPastEpochHeldByPeer(t *testing.T) {
 	if got := w.NewEdits(Message{Sender: "b", Epoch: 5, Edits: moved}); len(got) != 1 {
 		t.Errorf("the writer does not take the renumbered drain: %+v", got)
 	}
-	if got := w.NewEdits(Message{Sender: "b", Epoch: 1, Edits: []Edit{drain}}); len(got) != 0 {
+	if got := w.NewEdits(Message{Sender: "b", Epoch: 1, Edits: []replica.Edit{drain}}); len(got) != 0 {
 		t.Errorf("the old numbering would have looked applied already, got %+v", got)
 	}
 

@@ -9,6 +9,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 	"math"
 	"slices"
 	"sync"
@@ -24,17 +25,17 @@ type simDirector struct {
 	id    string
 	node  *Node
 	table *ipvs.Mem
-	rec   map[DestKey]DestState // the monitor's records (+ controller state)
+	rec   map[replica.DestKey]replica.DestState // the monitor's records (+ controller state)
 	out   *Outbox
 	step  float64 // the toy controller's step per round
 	dead  bool
 
 	kernelWrites int // SetWeight calls that changed the table
 	ownWrites    int // of which by its own controller
-	onApply      func(Write, time.Time)
+	onApply      func(replica.Write, time.Time)
 }
 
-var simKeys = []DestKey{
+var simKeys = []replica.DestKey{
 	key(svcWeb, "198.51.100.1:80"),
 	key(svcWeb, "198.51.100.2:80"),
 	key(svcWeb, "198.51.100.3:80"),
@@ -58,10 +59,10 @@ func newSimDirector(t testing.TB, id string, epoch uint64, step float64, now tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &simDirector{id: id, node: n, table: tab, rec: map[DestKey]DestState{}, out: NewOutbox(epoch), step: step}
+	return &simDirector{id: id, node: n, table: tab, rec: map[replica.DestKey]replica.DestState{}, out: NewOutbox(epoch), step: step}
 }
 
-func (d *simDirector) weight(k DestKey) int {
+func (d *simDirector) weight(k replica.DestKey) int {
 	w, err := d.table.Weight(k.Service, k.Dest)
 	if err != nil {
 		panic(err)
@@ -69,8 +70,8 @@ func (d *simDirector) weight(k DestKey) int {
 	return w
 }
 
-func (d *simDirector) weights() map[DestKey]int {
-	m := map[DestKey]int{}
+func (d *simDirector) weights() map[replica.DestKey]int {
+	m := map[replica.DestKey]int{}
 	for _, k := range simKeys {
 		m[k] = d.weight(k)
 	}
@@ -78,7 +79,7 @@ func (d *simDirector) weights() map[DestKey]int {
 }
 
 // operator sets a weight on this director's table, as ipvsadm would.
-func (d *simDirector) operator(k DestKey, w int) {
+func (d *simDirector) operator(k replica.DestKey, w int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.table.SetWeight(k.Service, k.Dest, d.weight(k), w); err != nil {
@@ -94,20 +95,20 @@ func (d *simDirector) reconcile() {
 		w := d.weight(k)
 		r, known := d.rec[k]
 		if !known {
-			st := StateManaged
+			st := replica.StateManaged
 			if w == 0 {
-				st = StateDrained
+				st = replica.StateDrained
 			}
-			d.rec[k] = DestState{Key: k, State: st, Weight: w, DefaultWeight: 10, Carried: policy.Carried{Ctrl: float64(w), CtrlSet: w > 0}}
+			d.rec[k] = replica.DestState{Key: k, State: st, Weight: w, DefaultWeight: 10, Carried: policy.Carried{Ctrl: float64(w), CtrlSet: w > 0}}
 			continue
 		}
 		if w == r.Weight {
 			continue
 		}
 		if w == 0 {
-			r.State, r.Weight = StateDrained, 0
+			r.State, r.Weight = replica.StateDrained, 0
 		} else {
-			r.State, r.Weight, r.DefaultOverride, r.Ctrl, r.CtrlSet = StateManaged, w, w, float64(w), true
+			r.State, r.Weight, r.DefaultOverride, r.Ctrl, r.CtrlSet = replica.StateManaged, w, w, float64(w), true
 		}
 		d.rec[k] = r
 		if !d.node.Writer() {
@@ -131,7 +132,7 @@ func (d *simDirector) cycle() {
 	d.node.ConfirmEdits() // the reconcile read the applied edits back
 	for _, k := range simKeys {
 		r := d.rec[k]
-		if r.State != StateManaged {
+		if r.State != replica.StateManaged {
 			continue
 		}
 		if !r.CtrlSet {
@@ -206,16 +207,16 @@ func (d *simDirector) handle(msgs []Message, now time.Time) NodeStatus {
 
 // adopt applies a writer's snapshot: Plan, write, take over the records.
 func (d *simDirector) adopt(m Message, now time.Time) {
-	own := make([]CurrentWeight, 0, len(simKeys))
+	own := make([]replica.CurrentWeight, 0, len(simKeys))
 	for _, k := range simKeys {
 		r, known := d.rec[k]
-		own = append(own, CurrentWeight{Key: k, Weight: d.weight(k), Expected: r.Weight, Known: known})
+		own = append(own, replica.CurrentWeight{Key: k, Weight: d.weight(k), Expected: r.Weight, Known: known})
 	}
-	ch := Plan(own, m.Snapshot, d.out.Pending())
+	ch := replica.Plan(own, m.Snapshot, d.out.Pending())
 	for _, e := range ch.LocalEdits {
 		d.out.Add(e.Key, e.Weight)
 	}
-	failed := map[DestKey]bool{}
+	failed := map[replica.DestKey]bool{}
 	for _, w := range ch.Writes {
 		if err := d.table.SetWeight(w.Key.Service, w.Key.Dest, w.From, w.To); err != nil {
 			failed[w.Key] = true
@@ -226,7 +227,7 @@ func (d *simDirector) adopt(m Message, now time.Time) {
 			d.onApply(w, now)
 		}
 	}
-	held := map[DestKey]bool{}
+	held := map[replica.DestKey]bool{}
 	for _, k := range ch.Held {
 		held[k] = true
 	}
@@ -371,13 +372,13 @@ func TestFailoverCarriesOn(t *testing.T) {
 		}
 	}
 	for _, d := range ds {
-		if s := d.rec[simKeys[1]].State; s != StateDrained {
+		if s := d.rec[simKeys[1]].State; s != replica.StateDrained {
 			t.Errorf("%s: drain on the active: state %s", d.id, s)
 		}
-		if s := d.rec[simKeys[2]].State; s != StateDrained {
+		if s := d.rec[simKeys[2]].State; s != replica.StateDrained {
 			t.Errorf("%s: drain on the standby: state %s", d.id, s)
 		}
-		if r := d.rec[simKeys[3]]; r.State != StateManaged || r.DefaultOverride != 55 {
+		if r := d.rec[simKeys[3]]; r.State != replica.StateManaged || r.DefaultOverride != 55 {
 			t.Errorf("%s: weight set on the standby: %+v", d.id, r)
 		}
 		if d.out.Len() != 0 {
@@ -411,7 +412,7 @@ func TestFailoverCarriesOn(t *testing.T) {
 	}
 }
 
-func mapsEqual(a, b map[DestKey]int) bool {
+func mapsEqual(a, b map[replica.DestKey]int) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"lvs-feedback/replica"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,17 +133,17 @@ func NewAppliedStore(path string) *AppliedStore { return &AppliedStore{path: pat
 var ErrCorruptApplied = errors.New("applied-edits file unusable")
 
 type appliedFile struct {
-	Version int                `json:"version"`
-	Applied map[string]EditPos `json:"applied"`
+	Version int                        `json:"version"`
+	Applied map[string]replica.EditPos `json:"applied"`
 }
 
 // Load returns the stored record, empty when the file does not exist.
-func (s *AppliedStore) Load() (map[string]EditPos, error) {
+func (s *AppliedStore) Load() (map[string]replica.EditPos, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := statedir.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]EditPos{}, nil
+		return map[string]replica.EditPos{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applied-edits file %s: %w", s.path, err)
@@ -155,13 +156,13 @@ func (s *AppliedStore) Load() (map[string]EditPos, error) {
 		return nil, fmt.Errorf("applied-edits file %s: %w: %w (remove it only if no follower has an edit pending)", s.path, ErrCorruptApplied, err)
 	}
 	if f.Applied == nil {
-		f.Applied = map[string]EditPos{}
+		f.Applied = map[string]replica.EditPos{}
 	}
 	return f.Applied, nil
 }
 
 // Save stores the record.
-func (s *AppliedStore) Save(applied map[string]EditPos) error {
+func (s *AppliedStore) Save(applied map[string]replica.EditPos) error {
 	b, err := json.Marshal(appliedFile{Version: 1, Applied: applied})
 	if err != nil {
 		return fmt.Errorf("applied-edits file: %w", err)

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"context"
+	"lvs-feedback/replica"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -29,18 +30,18 @@ var (
 	svcFW  = ipvs.ServiceKey{FWMark: 7, Family: ipvs.IPv4}
 )
 
-func key(svc ipvs.ServiceKey, dst string) DestKey {
-	return DestKey{Service: svc, Dest: netip.MustParseAddrPort(dst)}
+func key(svc ipvs.ServiceKey, dst string) replica.DestKey {
+	return replica.DestKey{Service: svc, Dest: netip.MustParseAddrPort(dst)}
 }
 
 // sampleSnapshot has one destination of every kind.
-func sampleSnapshot() Snapshot {
-	return Snapshot{Dests: []DestState{
-		{Key: key(svcWeb, "198.51.100.1:80"), State: StateManaged, Weight: 12, DefaultWeight: 10, SetBy: policy.ByMonitor, Carried: policy.Carried{Ctrl: 12.345678901234567, CtrlSet: true}},
-		{Key: key(svcWeb, "198.51.100.2:80"), State: StateDrained, Weight: 0, DefaultWeight: 10, DefaultOverride: 20, OverriddenConfig: 10, SetBy: policy.ByOperator, Held: true},
-		{Key: key(svcWeb, "198.51.100.3:80"), State: StateDown, Weight: 0, DefaultWeight: 10, RestoreWeight: 17, SetBy: policy.ByHealthChecker, Carried: policy.Carried{Ctrl: 17, CtrlSet: true}},
-		{Key: key(svcDNS, "[2001:db8::1]:53"), State: StateManaged, Weight: 3, DefaultWeight: 5, Carried: policy.Carried{Ctrl: 3.25, CtrlSet: true, Ramping: true, RampElapsed: 1500 * time.Millisecond}},
-		{Key: key(svcFW, "198.51.100.9:0"), State: StateManaged, Weight: 65535, DefaultWeight: 65535},
+func sampleSnapshot() replica.Snapshot {
+	return replica.Snapshot{Dests: []replica.DestState{
+		{Key: key(svcWeb, "198.51.100.1:80"), State: replica.StateManaged, Weight: 12, DefaultWeight: 10, SetBy: policy.ByMonitor, Carried: policy.Carried{Ctrl: 12.345678901234567, CtrlSet: true}},
+		{Key: key(svcWeb, "198.51.100.2:80"), State: replica.StateDrained, Weight: 0, DefaultWeight: 10, DefaultOverride: 20, OverriddenConfig: 10, SetBy: policy.ByOperator, Held: true},
+		{Key: key(svcWeb, "198.51.100.3:80"), State: replica.StateDown, Weight: 0, DefaultWeight: 10, RestoreWeight: 17, SetBy: policy.ByHealthChecker, Carried: policy.Carried{Ctrl: 17, CtrlSet: true}},
+		{Key: key(svcDNS, "[2001:db8::1]:53"), State: replica.StateManaged, Weight: 3, DefaultWeight: 5, Carried: policy.Carried{Ctrl: 3.25, CtrlSet: true, Ramping: true, RampElapsed: 1500 * time.Millisecond}},
+		{Key: key(svcFW, "198.51.100.9:0"), State: replica.StateManaged, Weight: 65535, DefaultWeight: 65535},
 	}}
 }
 

@@ -2,12 +2,11 @@ package scheduler
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"lvs-feedback/replica"
 	"net/netip"
 	"slices"
 	"time"
@@ -25,138 +24,6 @@ const Version uint16 = 2
 // refused on receipt before its payload is read, and never sent. A destination costs about 60–110 bytes of payload, so the
 // bound holds tens of thousands of destinations.
 const MaxFrameSize = 4 << 20
-
-// MaxSenderLen bounds a director id.
-const MaxSenderLen = 64
-
-// Ownership states of a destination; the same strings as the monitor's
-// persisted ownership (monitor.Managed, DrainedByOperator, Down).
-const (
-	StateManaged = "managed"
-	StateDrained = "drained"
-	StateDown    = "down"
-)
-
-// DestKey names one destination of one service. It has the same shape as
-// monitor.DestKey, so the two convert with a plain type conversion.
-type DestKey struct {
-	Service ipvs.ServiceKey
-	Dest    netip.AddrPort
-}
-
-func (k DestKey) String() string { return k.Service.String() + " " + k.Dest.String() }
-
-// compareKeys orders keys by service (firewall mark, family, protocol,
-// address) then destination: a total order that keeps each service's
-// destinations together.
-func compareKeys(a, b DestKey) int {
-	x, y := a.Service, b.Service
-	if c := cmp.Compare(x.FWMark, y.FWMark); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(x.Family, y.Family); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(x.Protocol, y.Protocol); c != 0 {
-		return c
-	}
-	if c := x.Addr.Compare(y.Addr); c != 0 {
-		return c
-	}
-	return a.Dest.Compare(b.Dest)
-}
-
-// DestState is the replicated state of one destination: everything a
-// director needs to carry on controlling it from where the sender left off.
-type DestState struct {
-	Key DestKey
-	// State is the ownership: StateManaged, StateDrained or StateDown.
-	State string
-	// Weight is the weight the kernel should hold (monitor DestRecord.Written).
-	Weight int
-	// DefaultWeight is the sender's effective default weight (informational:
-	// the receiver derives its own from DefaultOverride and its configuration).
-	DefaultWeight int
-	// DefaultOverride and OverriddenConfig: an operator's default weight and
-	// the configured weight it replaced (monitor DestRecord fields).
-	DefaultOverride  int
-	OverriddenConfig int
-	// RestoreWeight is the weight a Down server gets back.
-	RestoreWeight int
-	// SetBy says who set the weight that stands (monitor DestRecord.SetBy;
-	// "" from a peer that does not send it).
-	SetBy policy.Origin
-	// Held: an lvsctl drain, which only lvsctl undrain ends (monitor
-	// DestRecord.Held); false from a peer that does not send it.
-	Held bool
-	// Carried is the controller's state a new writer takes over (the
-	// slow-start time as of when the message was sent).
-	policy.Carried
-}
-
-// Snapshot is a full desired state: every destination the sender controls.
-type Snapshot struct {
-	Dests []DestState
-}
-
-// Index returns the snapshot's destinations by key.
-func (s Snapshot) Index() map[DestKey]DestState {
-	m := make(map[DestKey]DestState, len(s.Dests))
-	for _, d := range s.Dests {
-		m[d.Key] = d
-	}
-	return m
-}
-
-// Clone returns a deep copy.
-func (s Snapshot) Clone() Snapshot { return Snapshot{Dests: slices.Clone(s.Dests)} }
-
-// EditPos orders the edits of one director: by its epoch, then by ID.
-type EditPos struct {
-	Epoch uint64
-	ID    uint64
-}
-
-// After reports whether p comes after q.
-func (p EditPos) After(q EditPos) bool {
-	if p.Epoch != q.Epoch {
-		return p.Epoch > q.Epoch
-	}
-	return p.ID > q.ID
-}
-
-// Edit is an operator's weight change found on a follower (ipvsadm or
-// lvsctl on the standby): the writer replays it on its own table so that it
-// reaches every director. Weight 0 is a drain.
-type Edit struct {
-	Pos    EditPos
-	Key    DestKey
-	Weight int
-	// Op names an lvsctl request (OpDrain, OpUndrain), which the writer
-	// carries out as such; "" for a weight found changed in the table.
-	Op string
-}
-
-// The lvsctl requests an Edit can carry.
-const (
-	OpDrain   = "drain"
-	OpUndrain = "undrain"
-)
-
-// Adoption names the writer's message whose snapshot a follower last
-// applied and persisted: the writer learns from it that its peers hold
-// an operator's drain (Message.Adopted).
-type Adoption struct {
-	Writer string // "" when none
-	Epoch  uint64
-	Gen    uint64
-}
-
-// Ack tells a follower up to which of its edits the writer has applied.
-type Ack struct {
-	Peer string
-	Pos  EditPos
-}
 
 // PeerEpoch is the epoch a director last accepted from a peer. A director
 // that sees its own id with an epoch above its own has lost its epoch (a
@@ -180,9 +47,9 @@ type Message struct {
 	// one); its Snapshot is the desired state. A follower's Snapshot may be
 	// empty: its messages carry Edits and serve as heartbeats.
 	Writer   bool
-	Snapshot Snapshot
-	Edits    []Edit // from a follower: operator edits not yet acknowledged
-	Acks     []Ack  // from the writer: edits applied, per follower
+	Snapshot replica.Snapshot
+	Edits    []replica.Edit // from a follower: operator edits not yet acknowledged
+	Acks     []replica.Ack  // from the writer: edits applied, per follower
 	// Heard is the epoch this director last accepted from each peer
 	// (Node.Heard).
 	Heard []PeerEpoch
@@ -190,7 +57,7 @@ type Message struct {
 	// every message it publishes.
 	Gen uint64
 	// Adopted, from a follower: the writer's message it last applied.
-	Adopted Adoption
+	Adopted replica.Adoption
 }
 
 // Claim is the sender's claim to be the writer.
@@ -209,76 +76,10 @@ func (m Message) Clone() Message {
 // sealing, so that a peer never has to reject our own bugs).
 var ErrInvalid = errors.New("scheduler: invalid message")
 
-// ValidSender reports whether id can name a director: 1 to 64 characters
-// from A-Z, a-z, 0-9, '.', '_', '-'.
-func ValidSender(id string) bool {
-	if len(id) == 0 || len(id) > MaxSenderLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func validState(s string) bool {
-	return s == StateManaged || s == StateDrained || s == StateDown
-}
-
-func validWeight(w int) bool { return w >= 0 && w <= ipvs.MaxWeight }
-
-// Validate checks one destination's replicated state, whatever carried
-// it (a sync frame, an etcd fleet's document): a complete key, a known
-// state and origin, every weight within 0..ipvs.MaxWeight, the
-// controller's state in range.
-func (d DestState) Validate() error {
-	if !d.Key.Dest.IsValid() || (!d.Key.Service.IsFWMark() && !d.Key.Service.Addr.IsValid()) {
-		return fmt.Errorf("destination %s: incomplete key", d.Key)
-	}
-	if !validState(d.State) {
-		return fmt.Errorf("destination %s: unknown state %q", d.Key, d.State)
-	}
-	if !d.SetBy.Valid() {
-		return fmt.Errorf("destination %s: unknown set_by %q", d.Key, d.SetBy)
-	}
-	for _, w := range []int{d.Weight, d.DefaultWeight, d.DefaultOverride, d.OverriddenConfig, d.RestoreWeight} {
-		if !validWeight(w) {
-			return fmt.Errorf("destination %s: weight %d out of range 0..%d", d.Key, w, ipvs.MaxWeight)
-		}
-	}
-	if d.CtrlSet && (math.IsNaN(d.Ctrl) || d.Ctrl < 0 || d.Ctrl > ipvs.MaxWeight) {
-		return fmt.Errorf("destination %s: controller weight %v out of range", d.Key, d.Ctrl)
-	}
-	if d.Ramping && d.RampElapsed < 0 {
-		return fmt.Errorf("destination %s: negative slow-start time", d.Key)
-	}
-	return nil
-}
-
-// Validate checks an operator edit: a destination and a weight within
-// 0..ipvs.MaxWeight.
-func (e Edit) Validate() error {
-	if !e.Key.Dest.IsValid() || !validWeight(e.Weight) {
-		return fmt.Errorf("edit %s: invalid (weight %d, 0..%d)", e.Key, e.Weight, ipvs.MaxWeight)
-	}
-	switch {
-	case e.Op == OpDrain && e.Weight != 0:
-		return fmt.Errorf("edit %s: a drain to weight %d", e.Key, e.Weight)
-	case e.Op != "" && e.Op != OpDrain && e.Op != OpUndrain:
-		return fmt.Errorf("edit %s: unknown request %q", e.Key, e.Op)
-	}
-	return nil
-}
-
 // validate checks the content of a message (not the header fields the
 // Pusher fills in).
 func (m *Message) validate() error {
-	seen := make(map[DestKey]bool, len(m.Snapshot.Dests))
+	seen := make(map[replica.DestKey]bool, len(m.Snapshot.Dests))
 	for _, d := range m.Snapshot.Dests {
 		if seen[d.Key] {
 			return fmt.Errorf("destination %s listed twice", d.Key)
@@ -294,16 +95,16 @@ func (m *Message) validate() error {
 		}
 	}
 	for _, a := range m.Acks {
-		if !ValidSender(a.Peer) {
+		if !replica.ValidSender(a.Peer) {
 			return fmt.Errorf("ack for invalid peer id %q", a.Peer)
 		}
 	}
 	for _, h := range m.Heard {
-		if !ValidSender(h.Peer) {
+		if !replica.ValidSender(h.Peer) {
 			return fmt.Errorf("epoch heard from invalid peer id %q", h.Peer)
 		}
 	}
-	if a := m.Adopted; a.Writer != "" && !ValidSender(a.Writer) {
+	if a := m.Adopted; a.Writer != "" && !replica.ValidSender(a.Writer) {
 		return fmt.Errorf("adopted from invalid writer id %q", a.Writer)
 	}
 	return nil
@@ -333,7 +134,7 @@ const (
 	fixedHeader  = 51
 	macLen       = 32
 	// maxHeader bounds what a receiver reads before a frame authenticates.
-	maxHeader = fixedHeader + MaxSenderLen + macLen
+	maxHeader = fixedHeader + replica.MaxSenderLen + macLen
 	minFrame  = fixedHeader + 1 + 2*macLen
 )
 
@@ -405,7 +206,7 @@ func encodePayload(m *Message) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	dests := slices.Clone(m.Snapshot.Dests)
-	slices.SortFunc(dests, func(a, b DestState) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(dests, func(a, b replica.DestState) int { return replica.CompareKeys(a.Key, b.Key) })
 	p := wirePayload{Writer: m.Writer, Gen: m.Gen}
 	if a := m.Adopted; a.Writer != "" {
 		p.Adopted = &wireAdopted{Writer: a.Writer, Epoch: a.Epoch, Gen: a.Gen}
@@ -452,13 +253,13 @@ func decodePayload(data []byte, m *Message) error {
 	}
 	m.Writer, m.Gen = p.Writer, p.Gen
 	if a := p.Adopted; a != nil {
-		m.Adopted = Adoption{Writer: a.Writer, Epoch: a.Epoch, Gen: a.Gen}
+		m.Adopted = replica.Adoption{Writer: a.Writer, Epoch: a.Epoch, Gen: a.Gen}
 	}
 	n := 0
 	for _, s := range p.Services {
 		n += len(s.Dests)
 	}
-	m.Snapshot.Dests = make([]DestState, 0, n)
+	m.Snapshot.Dests = make([]replica.DestState, 0, n)
 	for _, s := range p.Services {
 		svc, err := ipvs.ParseServiceKey(s.Service)
 		if err != nil {
@@ -469,8 +270,8 @@ func decodePayload(data []byte, m *Message) error {
 			if err != nil {
 				return fmt.Errorf("destination %q: %w", w.Addr, err)
 			}
-			d := DestState{
-				Key: DestKey{Service: svc, Dest: addr}, State: w.State, Weight: w.Weight, DefaultWeight: w.DefaultWeight,
+			d := replica.DestState{
+				Key: replica.DestKey{Service: svc, Dest: addr}, State: w.State, Weight: w.Weight, DefaultWeight: w.DefaultWeight,
 				DefaultOverride: w.DefaultOverride, OverriddenConfig: w.OverriddenConfig, RestoreWeight: w.RestoreWeight,
 				SetBy: policy.Origin(w.SetBy), Held: w.Held,
 			}
@@ -492,10 +293,10 @@ func decodePayload(data []byte, m *Message) error {
 		if err != nil {
 			return fmt.Errorf("edit %q: %w", w.Addr, err)
 		}
-		m.Edits = append(m.Edits, Edit{Pos: EditPos{Epoch: w.Epoch, ID: w.ID}, Key: DestKey{Service: svc, Dest: addr}, Weight: w.Weight, Op: w.Op})
+		m.Edits = append(m.Edits, replica.Edit{Pos: replica.EditPos{Epoch: w.Epoch, ID: w.ID}, Key: replica.DestKey{Service: svc, Dest: addr}, Weight: w.Weight, Op: w.Op})
 	}
 	for _, w := range p.Acks {
-		m.Acks = append(m.Acks, Ack{Peer: w.Peer, Pos: EditPos{Epoch: w.Epoch, ID: w.ID}})
+		m.Acks = append(m.Acks, replica.Ack{Peer: w.Peer, Pos: replica.EditPos{Epoch: w.Epoch, ID: w.ID}})
 	}
 	for _, w := range p.Heard {
 		m.Heard = append(m.Heard, PeerEpoch(w))
@@ -545,7 +346,7 @@ func headerSize(b []byte) (int, error) {
 		return 0, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
 	n := int(b[50])
-	if n == 0 || n > MaxSenderLen {
+	if n == 0 || n > replica.MaxSenderLen {
 		return 0, fmt.Errorf("%w: sender id length %d", ErrMalformed, n)
 	}
 	return fixedHeader + n + macLen, nil

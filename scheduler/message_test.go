@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"lvs-feedback/policy"
+	"lvs-feedback/replica"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -17,13 +18,13 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 	in := Message{
 		Sender: "dir-a", Epoch: 7, Seq: 42, SentAt: sent, Writer: true,
 		Snapshot: sampleSnapshot(),
-		Edits: []Edit{{Pos: EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0, Op: OpDrain},
-			{Pos: EditPos{Epoch: 3, ID: 10}, Key: key(svcWeb, "198.51.100.2:80"), Weight: 10, Op: OpUndrain},
-			{Pos: EditPos{Epoch: 3, ID: 11}, Key: key(svcWeb, "198.51.100.3:80"), Weight: 7}},
-		Acks:    []Ack{{Peer: "dir-b", Pos: EditPos{Epoch: 2, ID: 5}}},
+		Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 3, ID: 9}, Key: key(svcWeb, "198.51.100.1:80"), Weight: 0, Op: replica.OpDrain},
+			{Pos: replica.EditPos{Epoch: 3, ID: 10}, Key: key(svcWeb, "198.51.100.2:80"), Weight: 10, Op: replica.OpUndrain},
+			{Pos: replica.EditPos{Epoch: 3, ID: 11}, Key: key(svcWeb, "198.51.100.3:80"), Weight: 7}},
+		Acks:    []replica.Ack{{Peer: "dir-b", Pos: replica.EditPos{Epoch: 2, ID: 5}}},
 		Heard:   []PeerEpoch{{Peer: "dir-b", Epoch: 4}, {Peer: "dir-c", Epoch: 1}},
 		Gen:     19,
-		Adopted: Adoption{Writer: "dir-c", Epoch: 6, Gen: 88},
+		Adopted: replica.Adoption{Writer: "dir-c", Epoch: 6, Gen: 88},
 	}
 	frame, err := Seal(k, in, testNonce)
 	if err != nil {
@@ -37,7 +38,7 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 	in.Version = Version
 	// The snapshot comes back sorted by key; sampleSnapshot is not.
 	want := in
-	want.Snapshot = Snapshot{Dests: sortedDests(in.Snapshot.Dests)}
+	want.Snapshot = replica.Snapshot{Dests: sortedDests(in.Snapshot.Dests)}
 	if !out.SentAt.Equal(want.SentAt) {
 		t.Errorf("SentAt %v, want %v", out.SentAt, want.SentAt)
 	}
@@ -50,9 +51,9 @@ func TestSealVerifyRoundTrip(t *testing.T) {
 	}
 }
 
-func sortedDests(d []DestState) []DestState {
+func sortedDests(d []replica.DestState) []replica.DestState {
 	out := slices.Clone(d)
-	slices.SortFunc(out, func(a, b DestState) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b replica.DestState) int { return replica.CompareKeys(a.Key, b.Key) })
 	return out
 }
 
@@ -60,7 +61,7 @@ func TestEncodingIsDeterministic(t *testing.T) {
 	k := testKey(t, 1)
 	a := Message{Sender: "a", Epoch: 1, Seq: 1, SentAt: time.Unix(1, 0), Snapshot: sampleSnapshot()}
 	b := a
-	b.Snapshot = Snapshot{Dests: sortedDests(a.Snapshot.Dests)}
+	b.Snapshot = replica.Snapshot{Dests: sortedDests(a.Snapshot.Dests)}
 	fa, _ := Seal(k, a, testNonce)
 	fb, _ := Seal(k, b, testNonce)
 	if !bytes.Equal(fa, fb) {
@@ -75,20 +76,20 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 		"empty sender":      {Sender: ""},
 		"bad sender":        {Sender: "a b"},
 		"long sender":       {Sender: string(bytes.Repeat([]byte("x"), 65))},
-		"unknown state":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: "maintenance"}}}},
-		"unknown set_by":    {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, SetBy: "cron"}}}},
-		"negative weight":   {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: -1}}}},
-		"weight too large":  {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Weight: 65536}}}},
-		"duplicate":         {Sender: "a", Snapshot: Snapshot{Dests: []DestState{good, good}}},
-		"no dest addr":      {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: DestKey{Service: svcWeb}, State: StateManaged}}}},
-		"negative ctrl":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ctrl: -1, CtrlSet: true}}}}},
-		"negative ramp":     {Sender: "a", Snapshot: Snapshot{Dests: []DestState{{Key: good.Key, State: StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
-		"bad ack peer":      {Sender: "a", Acks: []Ack{{Peer: ""}}},
-		"bad edit weight":   {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 70000}}},
+		"unknown state":     {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: "maintenance"}}}},
+		"unknown set_by":    {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: replica.StateManaged, SetBy: "cron"}}}},
+		"negative weight":   {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: replica.StateManaged, Weight: -1}}}},
+		"weight too large":  {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: replica.StateManaged, Weight: 65536}}}},
+		"duplicate":         {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{good, good}}},
+		"no dest addr":      {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: replica.DestKey{Service: svcWeb}, State: replica.StateManaged}}}},
+		"negative ctrl":     {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: replica.StateManaged, Carried: policy.Carried{Ctrl: -1, CtrlSet: true}}}}},
+		"negative ramp":     {Sender: "a", Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: good.Key, State: replica.StateManaged, Carried: policy.Carried{Ramping: true, RampElapsed: -1}}}}},
+		"bad ack peer":      {Sender: "a", Acks: []replica.Ack{{Peer: ""}}},
+		"bad edit weight":   {Sender: "a", Edits: []replica.Edit{{Key: good.Key, Weight: 70000}}},
 		"bad heard peer":    {Sender: "a", Heard: []PeerEpoch{{Peer: "b c", Epoch: 1}}},
-		"drain to a weight": {Sender: "a", Edits: []Edit{{Key: good.Key, Weight: 5, Op: OpDrain}}},
-		"unknown edit op":   {Sender: "a", Edits: []Edit{{Key: good.Key, Op: "reboot"}}},
-		"bad adopted":       {Sender: "a", Adopted: Adoption{Writer: "x y", Epoch: 1}},
+		"drain to a weight": {Sender: "a", Edits: []replica.Edit{{Key: good.Key, Weight: 5, Op: replica.OpDrain}}},
+		"unknown edit op":   {Sender: "a", Edits: []replica.Edit{{Key: good.Key, Op: "reboot"}}},
+		"bad adopted":       {Sender: "a", Adopted: replica.Adoption{Writer: "x y", Epoch: 1}},
 	}
 	for name, m := range cases {
 		if _, err := Seal(k, m, testNonce); !errors.Is(err, ErrInvalid) {
@@ -98,14 +99,14 @@ func TestSealRefusesInvalidMessages(t *testing.T) {
 }
 
 // bigSnapshot returns n managed destinations spread over services of 100.
-func bigSnapshot(n int) Snapshot {
-	var s Snapshot
+func bigSnapshot(n int) replica.Snapshot {
+	var s replica.Snapshot
 	for i := range n {
 		svc := svcWeb
 		svc.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i / 100 / 250)}), uint16(1000+i/100))
 		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 8080)
-		s.Dests = append(s.Dests, DestState{
-			Key: DestKey{Service: svc, Dest: dst}, State: StateManaged, Weight: 100 + i%50, DefaultWeight: 100,
+		s.Dests = append(s.Dests, replica.DestState{
+			Key: replica.DestKey{Service: svc, Dest: dst}, State: replica.StateManaged, Weight: 100 + i%50, DefaultWeight: 100,
 			Carried: policy.Carried{Ctrl: 100.123456789 + float64(i%50), CtrlSet: true},
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net"
 	"net/netip"
 	"slices"
@@ -218,8 +219,8 @@ func NewPusher(cfg PusherConfig) (*Pusher, error) {
 	if cfg.Key == nil {
 		return nil, errors.New("scheduler: pusher needs a key")
 	}
-	if !ValidSender(cfg.Self) {
-		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, MaxSenderLen)
+	if !replica.ValidSender(cfg.Self) {
+		return nil, fmt.Errorf("scheduler: director id %q: use 1 to %d letters, digits, '.', '_' or '-'", cfg.Self, replica.MaxSenderLen)
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"lvs-feedback/replica"
 	"net"
 	"net/netip"
 	"slices"
@@ -86,7 +87,7 @@ func TestTwoDirectorsLoopback(t *testing.T) {
 	pb := startPusher(t, PusherConfig{Self: "b", Key: k, Peers: []string{la.Addr().String()}})
 
 	pa.Publish(Message{Epoch: 4, Writer: true, Snapshot: sampleSnapshot()})
-	pb.Publish(Message{Epoch: 2, Edits: []Edit{{Pos: EditPos{2, 1}, Key: simKeys[0], Weight: 0}}})
+	pb.Publish(Message{Epoch: 2, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 2, ID: 1}, Key: simKeys[0], Weight: 0}}})
 	var gotB, gotA []Message
 	waitFor(t, 5*time.Second, "both messages", func() bool {
 		gotB = append(gotB, inB.Take()...)
@@ -111,7 +112,7 @@ func TestTwoDirectorsLoopback(t *testing.T) {
 	}
 	// Many publishes over the same connection: sequence keeps rising.
 	for i := range 20 {
-		pa.Publish(Message{Epoch: 4, Writer: true, Snapshot: Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
+		pa.Publish(Message{Epoch: 4, Writer: true, Snapshot: replica.Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
 	}
 	waitFor(t, 5*time.Second, "the last publish", func() bool {
 		for _, m := range inB.Take() {
@@ -614,7 +615,7 @@ type liveDirector struct {
 	// When the director took over, and its table at that moment (before
 	// its first own write).
 	takeoverAt      time.Time
-	takeoverWeights map[DestKey]int
+	takeoverWeights map[replica.DestKey]int
 }
 
 func newLiveDirector(t *testing.T, sd *simDirector, k *Key, ln net.Listener) *liveDirector {
@@ -710,7 +711,7 @@ func (d *liveDirector) writer() bool {
 	return d.node.Writer()
 }
 
-func (d *liveDirector) snapshotWeights() map[DestKey]int {
+func (d *liveDirector) snapshotWeights() map[replica.DestKey]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.weights()
@@ -725,9 +726,9 @@ func TestPushApplyLatencyLoopback(t *testing.T) {
 	now := time.Now()
 	a := newLiveDirector(t, newSimDirector(t, "a", 1, 0, now), k, nil)
 	b := newLiveDirector(t, newSimDirector(t, "b", 1, 0, now), k, nil)
-	applied := make(chan Write, 16)
+	applied := make(chan replica.Write, 16)
 	var appliedAt sync.Map
-	b.onApply = func(w Write, _ time.Time) {
+	b.onApply = func(w replica.Write, _ time.Time) {
 		appliedAt.Store(w.To, time.Now())
 		select {
 		case applied <- w:
@@ -836,7 +837,7 @@ func TestFailoverOverLoopback(t *testing.T) {
 
 // takeoverReport returns how long after t0 the director took over and the
 // total weight difference between its table then and ref.
-func (d *liveDirector) takeoverReport(ref map[DestKey]int, t0 time.Time) (time.Duration, int) {
+func (d *liveDirector) takeoverReport(ref map[replica.DestKey]int, t0 time.Time) (time.Duration, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	diff := 0
@@ -956,7 +957,7 @@ func TestPusherInvalidMessage(t *testing.T) {
 	l := startListener(t, ListenerConfig{Self: "b", Key: k}, in.Put)
 	var logs logBuf
 	p := startPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{l.Addr().String()}, Logger: logs.logger(), RetryInterval: 10 * time.Millisecond})
-	p.Publish(Message{Epoch: 1, Snapshot: Snapshot{Dests: []DestState{{Key: simKeys[0], State: "bogus"}}}})
+	p.Publish(Message{Epoch: 1, Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: simKeys[0], State: "bogus"}}}})
 	waitFor(t, 2*time.Second, "the error log", func() bool { return strings.Contains(logs.String(), "sync message not sent") })
 	time.Sleep(100 * time.Millisecond)
 	if s := p.Status()[0]; s.Failed != 0 || s.LastError != "" {
@@ -983,7 +984,7 @@ func TestPusherRestartSameEpoch(t *testing.T) {
 		p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{l.Addr().String()}, RetryInterval: 50 * time.Millisecond})
 		defer stop()
 		for i := range n {
-			p.Publish(Message{Epoch: 1, Writer: true, Snapshot: Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
+			p.Publish(Message{Epoch: 1, Writer: true, Snapshot: replica.Snapshot{Dests: sampleSnapshot().Dests[:1+i%3]}})
 			waitFor(t, 5*time.Second, "the frame", func() bool { return len(in.Take()) == 1 })
 		}
 	}

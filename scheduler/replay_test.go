@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"lvs-feedback/replica"
 	"net"
 	"sync"
 	"testing"
@@ -252,8 +253,8 @@ func TestReplayAcrossRestarts(t *testing.T) {
 	rcv := startReceiver(t, addr, clock)
 	rel := newRelay(t, addr)
 
-	drain := Edit{Pos: EditPos{Epoch: 3, ID: 1}, Key: simKeys[2], Weight: 0}
-	undrain := Edit{Pos: EditPos{Epoch: 3, ID: 2}, Key: simKeys[2], Weight: 10}
+	drain := replica.Edit{Pos: replica.EditPos{Epoch: 3, ID: 1}, Key: simKeys[2], Weight: 0}
+	undrain := replica.Edit{Pos: replica.EditPos{Epoch: 3, ID: 2}, Key: simKeys[2], Weight: 10}
 	pusher := func(epoch uint64, msgs ...Message) {
 		t.Helper()
 		p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond})
@@ -266,7 +267,7 @@ func TestReplayAcrossRestarts(t *testing.T) {
 		}
 	}
 	// A follower's run at epoch 3: the drain, then the undrain.
-	pusher(3, Message{Edits: []Edit{drain}}, Message{Edits: []Edit{undrain}})
+	pusher(3, Message{Edits: []replica.Edit{drain}}, Message{Edits: []replica.Edit{undrain}})
 	captured := rel.captures()
 	if len(captured) == 0 || len(captured[0]) == 0 {
 		t.Fatal("nothing captured")
@@ -294,7 +295,7 @@ func TestReplayAcrossRestarts(t *testing.T) {
 	replayAll("after the receiver restarted")
 	// 3. The sender restarts (a new epoch); its new frame is accepted, its
 	// old ones are not — neither by this receiver nor after another restart.
-	pusher(4, Message{Edits: []Edit{{Pos: EditPos{Epoch: 4, ID: 1}, Key: simKeys[1], Weight: 0}}})
+	pusher(4, Message{Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 4, ID: 1}, Key: simKeys[1], Weight: 0}}})
 	rcv.stop()
 	rcv = startReceiver(t, addr, clock)
 	replayAll("after the sender and the receiver restarted")
@@ -311,12 +312,12 @@ func TestReplayAcrossRestarts(t *testing.T) {
 	rel.hold(true)
 	p, stop := runPusher(t, PusherConfig{Self: "a", Key: k, Peers: []string{rel.addr()}, IOTimeout: 5 * time.Second, RetryInterval: time.Hour})
 	defer stop()
-	p.Publish(Message{Epoch: 5, Edits: []Edit{{Pos: EditPos{Epoch: 5, ID: 1}, Key: simKeys[0], Weight: 0}}})
+	p.Publish(Message{Epoch: 5, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 5, ID: 1}, Key: simKeys[0], Weight: 0}}})
 	waitFor(t, 10*time.Second, "the relay holds a frame", func() bool { return len(rel.captures()) > first && wholeFrame(rel.heldBytes(first)) })
 	rel.release(first)
 	waitFor(t, 10*time.Second, "the promptly released frame", func() bool { return len(rcv.delivered()) == 1 })
 	// ... but refused when delivered a day after the receiver's challenge.
-	p.Publish(Message{Epoch: 5, Edits: []Edit{{Pos: EditPos{Epoch: 5, ID: 2}, Key: simKeys[0], Weight: 10}}})
+	p.Publish(Message{Epoch: 5, Edits: []replica.Edit{{Pos: replica.EditPos{Epoch: 5, ID: 2}, Key: simKeys[0], Weight: 10}}})
 	idx := -1
 	waitFor(t, 10*time.Second, "the relay holds another whole frame", func() bool {
 		for i := first; i < len(rel.captures()); i++ {

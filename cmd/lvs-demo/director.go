@@ -19,6 +19,7 @@ import (
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
+	"lvs-feedback/scheduler"
 )
 
 // The demo's virtual service: a documentation address (RFC 5737), used
@@ -170,10 +171,10 @@ func runDirector(ctx context.Context, o options, out io.Writer) (result, error) 
 	wg.Go(func() { hog.run(runCtx, start, o, servers[hogServer-1]) })
 
 	var cycles []cycleRecord
-	runErr := m.Run(runCtx, func(rep monitor.CycleReport, err error) {
+	runErr := scheduler.Run(runCtx, m, scheduler.Config{Monitor: cfg, Logger: logger, AfterCycle: func(rep monitor.CycleReport, err error) {
 		rec := p.row(rep, err, start, hog, cl)
 		cycles = append(cycles, rec)
-	})
+	}})
 	stopRun()
 	wg.Wait()
 	res.Cycles = cycles

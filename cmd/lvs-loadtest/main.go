@@ -39,6 +39,7 @@ import (
 	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
+	"lvs-feedback/scheduler"
 )
 
 func main() {
@@ -160,8 +161,9 @@ func runDirector(args []string) int {
 	client := monitor.NewHTTPAgentClient()
 	client.Client.Transport.(*http.Transport).DisableKeepAlives = !*keepAlive
 	timing := &timedAgents{inner: client}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := monitor.New(cfg, monitor.Deps{Table: table, Agents: timing, Prober: monitor.NetProber{},
-		Store: store, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, false)
+		Store: store, Logger: logger}, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -177,7 +179,7 @@ func runDirector(args []string) int {
 	defer cancel()
 	first := true
 	var startFirst sample
-	_ = m.Run(runCtx, func(rep monitor.CycleReport, err error) {
+	_ = scheduler.Run(runCtx, m, scheduler.Config{Monitor: cfg, Logger: logger, AfterCycle: func(rep monitor.CycleReport, err error) {
 		if err != nil {
 			errorsSeen++
 		}
@@ -194,7 +196,7 @@ func runDirector(args []string) int {
 		}
 		cycles = append(cycles, rep.Duration)
 		lastPoll = append(lastPoll, timing.lastDoneSince(rep.Start))
-	})
+	}})
 	end := snapshot()
 	wall := time.Since(wall0)
 

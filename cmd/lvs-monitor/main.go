@@ -45,6 +45,7 @@ import (
 	"lvs-feedback/control"
 	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/monitor"
+	"lvs-feedback/scheduler"
 )
 
 func main() {
@@ -185,12 +186,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("lvs-monitor started", "config", *configPath, "services", len(cfg.Services), "interval", cfg.Interval,
 		"dry_run", *dryRun, "control_socket", cfg.ControlSocket)
 	code := 0
-	if err := m.Run(ctx, func(rep monitor.CycleReport, err error) {
+	if err := scheduler.Run(ctx, m, scheduler.Config{Monitor: cfg, Logger: log, DryRun: *dryRun, AfterCycle: func(rep monitor.CycleReport, err error) {
 		n.cycleDone(rep, err)
 		if *tableFile != "" {
 			preview.cycle(rep)
 		}
-	}); err != nil {
+	}}); err != nil {
 		log.Error("run", "error", err)
 		code = 1
 	}

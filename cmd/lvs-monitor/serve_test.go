@@ -21,6 +21,7 @@ import (
 
 	"lvs-feedback/control/controltest"
 	"lvs-feedback/monitor"
+	"lvs-feedback/scheduler"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -186,9 +187,9 @@ probe_timeout = "50ms"`, 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		done <- r.Monitor.Run(ctx, func(rep monitor.CycleReport, err error) {
+		done <- scheduler.Run(ctx, r.Monitor, scheduler.Config{Monitor: r.Monitor.Status().Config, AfterCycle: func(rep monitor.CycleReport, err error) {
 			n.cycleDone(rep, err)
-		})
+		}})
 	}()
 	first := sdnotifytest.Next(t, msgs)
 	if !strings.HasPrefix(first, "READY=1\nSTATUS=cycle at ") || !strings.Contains(first, "3 servers") || !strings.HasSuffix(first, "\nWATCHDOG=1") {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"lvs-feedback/replica"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,8 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"lvs-feedback/fleet/etcdtest"
-	"lvs-feedback/scheduler"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // forged is a director record as anyone able to write under the prefix
@@ -160,7 +160,7 @@ func TestPerDirectorRBAC(t *testing.T) {
 	if err != nil || len(fl.Directors) != 1 || fl.Directors[0].Director != "b" {
 		t.Fatalf("a's fenced read: %+v, %v; want b's counters", fl, err)
 	}
-	doc := Document{Leader: "a", Cycle: 1, Snapshot: scheduler.Snapshot{Dests: []scheduler.DestState{{Key: testKey, State: "managed", Weight: 7, DefaultWeight: 10, SetBy: "lvs-monitor"}}}}
+	doc := Document{Leader: "a", Cycle: 1, Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: testKey, State: "managed", Weight: 7, DefaultWeight: 10, SetBy: "lvs-monitor"}}}}
 	if _, err := a.WriteDocument(ctx, doc, fl.DocumentRevision, Counters{Director: "a"}); err != nil {
 		t.Fatalf("a writes the document: %v", err)
 	}

@@ -1,11 +1,10 @@
 package fleet
 
 import (
+	"lvs-feedback/replica"
 	"reflect"
 	"strings"
 	"testing"
-
-	"lvs-feedback/scheduler"
 )
 
 func TestCountersRoundTrip(t *testing.T) {
@@ -14,8 +13,8 @@ func TestCountersRoundTrip(t *testing.T) {
 	for i, k := range keys {
 		c.Dests = append(c.Dests, DestCounters{Key: k, NewTotal: uint64(i * 1000), New: int64(i) - 1, Active: i, Inactive: 2 * i})
 	}
-	c.Edits = []scheduler.Edit{{Pos: scheduler.EditPos{Epoch: 7, ID: 3}, Key: keys[5], Weight: 0}, {Pos: scheduler.EditPos{Epoch: 7, ID: 4}, Key: keys[200], Weight: 17},
-		{Pos: scheduler.EditPos{Epoch: 7, ID: 5}, Key: keys[6], Weight: 0, Op: scheduler.OpDrain}, {Pos: scheduler.EditPos{Epoch: 7, ID: 6}, Key: keys[7], Weight: 10, Op: scheduler.OpUndrain}}
+	c.Edits = []replica.Edit{{Pos: replica.EditPos{Epoch: 7, ID: 3}, Key: keys[5], Weight: 0}, {Pos: replica.EditPos{Epoch: 7, ID: 4}, Key: keys[200], Weight: 17},
+		{Pos: replica.EditPos{Epoch: 7, ID: 5}, Key: keys[6], Weight: 0, Op: replica.OpDrain}, {Pos: replica.EditPos{Epoch: 7, ID: 6}, Key: keys[7], Weight: 10, Op: replica.OpUndrain}}
 	b, err := EncodeCounters(c)
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +53,9 @@ func TestCountersMalformed(t *testing.T) {
 }
 
 func TestDocumentRoundTrip(t *testing.T) {
-	d := Document{Leader: "dir1", Term: 12, Cycle: 3, Acks: []scheduler.Ack{{Peer: "dir2", Pos: scheduler.EditPos{Epoch: 4, ID: 9}}}}
+	d := Document{Leader: "dir1", Term: 12, Cycle: 3, Acks: []replica.Ack{{Peer: "dir2", Pos: replica.EditPos{Epoch: 4, ID: 9}}}}
 	for i, k := range benchKeys(20) {
-		d.Snapshot.Dests = append(d.Snapshot.Dests, scheduler.DestState{Key: k, State: "managed", Weight: i, DefaultWeight: 10, SetBy: "lvs-monitor"})
+		d.Snapshot.Dests = append(d.Snapshot.Dests, replica.DestState{Key: k, State: "managed", Weight: i, DefaultWeight: 10, SetBy: "lvs-monitor"})
 	}
 	d.Snapshot.Dests[3].Ctrl, d.Snapshot.Dests[3].CtrlSet = 4.25, true
 	d.Snapshot.Dests[4].State, d.Snapshot.Dests[4].Weight, d.Snapshot.Dests[4].Held = "drained", 0, true

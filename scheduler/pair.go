@@ -1,4 +1,4 @@
-package monitor
+package scheduler
 
 import (
 	"context"
@@ -10,55 +10,30 @@ import (
 	"sync"
 	"time"
 
-	"lvs-feedback/scheduler"
+	"lvs-feedback/monitor"
+	"lvs-feedback/replica"
 )
 
-// SyncStatus is this director's place in its synchronised group, for
-// status displays and metrics.
-type SyncStatus struct {
-	ID     string
-	Role   string // "active" or "standby", as the role source says
-	Writer bool   // this director writes weights
-	Phase  string
-	Epoch  uint64
-	Leader string // the writer this director follows or is, "id@epoch"
-	Peers  []SyncPeer
-	// Fleet is the etcd side of a fleet director (backend "etcd"); nil in
-	// a pair.
-	Fleet *FleetStatus
-	// Frames counts the sync frames this director received, by result:
-	// "accepted" or a rejection reason.
-	Frames map[string]uint64
-}
-
-// SyncPeer is another director as this one sees it.
-type SyncPeer struct {
-	Address     string
-	Unreachable bool
-	LastOK      time.Time
-	LastError   string
-}
-
-// pair runs the monitor as one director of a synchronised group: the loop
+// pair runs a director as one of a synchronised pair (or group): the loop
 // of docs/director-pair.md ("Wiring into lvs-monitor"). One goroutine owns
-// it; the listener and the pusher run in their own.
+// it (Run's); the listener and the pusher run in their own.
 type pair struct {
-	m      *Monitor
-	cfg    SyncConfig
+	d      Director
+	cfg    monitor.SyncConfig
 	log    *slog.Logger
-	node   *scheduler.Node
-	outbox *scheduler.Outbox
-	inbox  *scheduler.Inbox
-	ln     *scheduler.Listener
-	push   *scheduler.Pusher
-	roles  scheduler.RoleSource
+	now    func() time.Time
+	node   *Node
+	outbox *Outbox
+	inbox  *Inbox
+	ln     *Listener
+	push   *Pusher
+	roles  RoleSource
 	wg     sync.WaitGroup
 
-	after      func(CycleReport, error)
-	lastFrames map[string]uint64
+	after func(monitor.CycleReport, error)
 
 	// requests brings operator requests that wait for the peers
-	// (Monitor.confirm) into the loop, which owns waits; stopped is closed
+	// (pair.confirm) into the loop, which owns waits; stopped is closed
 	// when the loop ends.
 	requests chan *confirmWait
 	stopped  chan struct{}
@@ -66,23 +41,23 @@ type pair struct {
 	// gen numbers this director's snapshots as a writer (Message.Gen);
 	// adopted is the writer's message it last applied as a follower.
 	gen     uint64
-	adopted scheduler.Adoption
+	adopted replica.Adoption
 }
 
 // startPair loads the key, takes a new epoch and starts the listener, the
 // pusher and the role source.
-func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error)) (*pair, error) {
-	cfg := m.cfg.Sync
-	key, err := scheduler.LoadKey(cfg.KeyFile)
+func startPair(ctx context.Context, d Director, gc Config) (*pair, error) {
+	cfg, log := gc.Monitor.Sync, gc.Logger
+	key, err := LoadKey(cfg.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
-	epochs := scheduler.NewEpochStore(filepath.Join(m.cfg.StateDir, "sync-epoch"))
+	epochs := NewEpochStore(filepath.Join(gc.Monitor.StateDir, "sync-epoch"))
 	epoch, err := epochs.Bump()
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
-	appliedStore := scheduler.NewAppliedStore(filepath.Join(m.cfg.StateDir, "sync-applied"))
+	appliedStore := NewAppliedStore(filepath.Join(gc.Monitor.StateDir, "sync-applied"))
 	applied, err := appliedStore.Load()
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
@@ -92,37 +67,37 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 		peerIDs = append(peerIDs, p.ID)
 		peerAddrs = append(peerAddrs, p.Address)
 	}
-	node, err := scheduler.NewNode(scheduler.NodeConfig{
-		Self: cfg.ID, PeerTimeout: 3 * m.cfg.Interval, ExpectPeers: len(cfg.Peers), SaveEpoch: epochs.Save, SaveApplied: appliedStore.Save,
-	}, epoch, m.deps.Now())
+	node, err := NewNode(NodeConfig{
+		Self: cfg.ID, PeerTimeout: 3 * gc.Monitor.Interval, ExpectPeers: len(cfg.Peers), SaveEpoch: epochs.Save, SaveApplied: appliedStore.Save,
+	}, epoch, gc.Now())
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
 	node.RestoreApplied(applied) // a restarted writer never replays an edit twice
-	ln, err := scheduler.NewListener(scheduler.ListenerConfig{
-		Self: cfg.ID, Key: key, Addr: cfg.Listen, Listener: m.deps.SyncListener, Senders: peerIDs, Logger: m.log,
+	ln, err := NewListener(ListenerConfig{
+		Self: cfg.ID, Key: key, Addr: cfg.Listen, Listener: gc.SyncListener, Senders: peerIDs, Logger: log,
 		PeerSources: peerSources(peerAddrs),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
-	push, err := scheduler.NewPusher(scheduler.PusherConfig{Self: cfg.ID, Key: key, Peers: peerAddrs, Logger: m.log})
+	push, err := NewPusher(PusherConfig{Self: cfg.ID, Key: key, Peers: peerAddrs, Logger: log})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("sync: %w", err)
 	}
-	p := &pair{m: m, cfg: cfg, log: m.log, node: node, outbox: scheduler.NewOutbox(epoch), inbox: scheduler.NewInbox(),
-		ln: ln, push: push, after: after, lastFrames: map[string]uint64{},
+	p := &pair{d: d, cfg: cfg, log: log, now: gc.Now, node: node, outbox: NewOutbox(epoch), inbox: NewInbox(),
+		ln: ln, push: push, after: gc.AfterCycle,
 		requests: make(chan *confirmWait), stopped: make(chan struct{})}
-	p.roles = m.deps.Roles
+	p.roles = gc.Roles
 	if p.roles == nil {
 		switch cfg.Role {
 		case "active":
-			p.roles = scheduler.NewFixedRole(scheduler.Active)
+			p.roles = NewFixedRole(Active)
 		case "standby":
-			p.roles = scheduler.NewFixedRole(scheduler.Standby)
+			p.roles = NewFixedRole(Standby)
 		default:
-			w, err := scheduler.NewVIPWatcher(scheduler.VIPWatcherConfig{VIPs: cfg.VIPAddrs, Logger: m.log})
+			w, err := NewVIPWatcher(VIPWatcherConfig{VIPs: cfg.VIPAddrs, Logger: log})
 			if err != nil {
 				ln.Close()
 				return nil, fmt.Errorf("sync: %w", err)
@@ -142,19 +117,15 @@ func (m *Monitor) startPair(ctx context.Context, after func(CycleReport, error))
 	}
 	p.wg.Go(func() { _ = ln.Run(ctx, p.inbox.Put) })
 	p.wg.Go(func() { _ = push.Run(ctx) })
-	m.mu.Lock()
-	m.pair = p
-	m.mu.Unlock()
-	m.log.Info("synchronised director started", "id", cfg.ID, "epoch", epoch, "listen", ln.Addr(), "peers", peerAddrs, "role_source", cfg.Role)
+	d.SetConfirm(p.confirm)
+	log.Info("synchronised director started", "id", cfg.ID, "epoch", epoch, "listen", ln.Addr(), "peers", peerAddrs, "role_source", cfg.Role)
 	return p, nil
 }
 
 // stop closes the listener and waits for the pair's goroutines; the
 // requests still waiting for the peers return.
 func (p *pair) stop() {
-	p.m.mu.Lock()
-	p.m.pair = nil
-	p.m.mu.Unlock()
+	p.d.SetConfirm(nil)
 	close(p.stopped)
 	p.ln.Close()
 	p.wg.Wait()
@@ -163,7 +134,7 @@ func (p *pair) stop() {
 // step advances the writer/follower state machine and acts on a change.
 func (p *pair) step(ctx context.Context) {
 	was := p.node.Writer()
-	st, err := p.node.Step(p.m.deps.Now())
+	st, err := p.node.Step(p.now())
 	if err != nil {
 		p.log.Error("sync: cannot persist a new epoch; not taking it", "error", err)
 	}
@@ -172,31 +143,60 @@ func (p *pair) step(ctx context.Context) {
 	}
 	switch {
 	case st.Writer:
-		p.outbox = scheduler.NewOutbox(p.node.Epoch()) // a writer's own table holds its edits
+		p.outbox = NewOutbox(p.node.Epoch()) // a writer's own table holds its edits
 	case st.EpochChanged:
 		p.outbox.Renumber(st.Epoch) // moved past an epoch the writer holds: its edits must look new
 	}
-	p.m.setFollower(!st.Writer)
+	p.d.SetFollower(!st.Writer)
 	if st.Writer != was {
 		if st.Writer {
-			p.cycle(ctx) // take over now, from the adopted state
+			p.runCycle(ctx) // take over now, from the adopted state
 		}
 		p.publish()
 	}
 	p.status()
 }
 
-// cycle runs the monitor's cycle (a follower's decides and writes nothing)
-// and moves the operator changes found here into the outbox.
+// cycle is one of Run's cycles in a pair: time-based transitions first
+// (grace over, a silent writer's claim lapsed), then the director's cycle,
+// then this director's view to its peers.
 func (p *pair) cycle(ctx context.Context) {
-	rep, err := p.m.Cycle(ctx)
+	p.step(ctx)
+	p.runCycle(ctx)
+	p.publish()
+}
+
+// guarded follows a backlog check: the follower holds the guard's weights
+// too.
+func (p *pair) guarded(n int) {
+	if n > 0 {
+		p.publish()
+	}
+}
+
+// roleChanged takes a new role from the role source. What the peers sent
+// before the role changed comes first: a new writer takes over from the
+// latest state it was sent.
+func (p *pair) roleChanged(ctx context.Context, r Role) {
+	p.log.Info("sync: role changed", "role", r)
+	if msgs := p.inbox.Take(); len(msgs) > 0 {
+		p.handle(ctx, msgs)
+	}
+	p.node.SetRole(r)
+	p.step(ctx) // a new writer runs a cycle at once
+}
+
+// runCycle runs the director's cycle (a follower's decides and writes
+// nothing) and moves the operator changes found here into the outbox.
+func (p *pair) runCycle(ctx context.Context) {
+	rep, err := p.d.Cycle(ctx)
 	if ctx.Err() != nil {
 		return
 	}
 	if err != nil {
 		p.log.Error("cycle", "error", err)
 	}
-	edits := p.m.takeLocalEdits()
+	edits := p.d.TakeEdits()
 	if p.node.Writer() {
 		p.node.ConfirmEdits() // the cycle read replayed edits back
 	} else {
@@ -210,27 +210,41 @@ func (p *pair) cycle(ctx context.Context) {
 
 // queueEdits puts a follower's operator changes in the outbox for the
 // writer.
-func (p *pair) queueEdits(edits []localEdit) {
+func (p *pair) queueEdits(edits []replica.Edit) {
 	for _, e := range edits {
-		p.outbox.AddOp(scheduler.DestKey(e.Key), e.Weight, e.Op)
+		p.outbox.AddOp(e.Key, e.Weight, e.Op)
 	}
+}
+
+// adoptFrom is a follower's side of replication, the pair's and the
+// fleet's: it drops from outbox the edits the writer acknowledged for
+// self (first: the snapshot already shows them), adopts snap around the
+// edits still pending, and queues for the writer the local edits Adopt
+// found.
+func adoptFrom(d Director, outbox *Outbox, self string, acks []replica.Ack, snap replica.Snapshot) error {
+	outbox.Ack(self, acks)
+	local, err := d.Adopt(snap, outbox.Pending())
+	for _, e := range local {
+		outbox.Add(e.Key, e.Weight)
+	}
+	return err
 }
 
 // handle applies messages from the other directors. A follower that
 // applied a writer's snapshot tells it so at once (Message.Adopted): an
 // operator's drain on the writer waits for that.
-func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
-	now := p.m.deps.Now()
+func (p *pair) handle(ctx context.Context, msgs []Message) {
+	now := p.now()
 	adopted := false
 	seen := make([]messageSeen, 0, len(msgs))
 	for _, msg := range msgs {
 		p.node.Observe(msg, now)
 		seen = append(seen, messageSeen{sender: msg.Sender, writer: msg.Writer, adopted: msg.Adopted})
 		if p.node.ShouldAdopt(msg, now) {
-			if err := p.m.adoptFrom(p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
+			if err := adoptFrom(p.d, p.outbox, p.cfg.ID, msg.Acks, msg.Snapshot); err != nil {
 				p.log.Error("sync: applying the writer's state", "writer", msg.Sender, "error", err)
 			} else {
-				p.adopted = scheduler.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
+				p.adopted = replica.Adoption{Writer: msg.Sender, Epoch: msg.Epoch, Gen: msg.Gen}
 				adopted = true
 			}
 		}
@@ -241,11 +255,7 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 				p.log.Error("sync: operator edit from another director not applied; retried with its next message", "from", msg.Sender, "error", err)
 				break
 			}
-			replay := func() error { return p.m.replayEdit(DestKey(e.Key), e.Weight) }
-			if e.Op != "" {
-				replay = func() error { return p.m.replayRequest(DestKey(e.Key), e.Op) }
-			}
-			if err := replay(); err != nil {
+			if err := p.d.Replay(e); err != nil {
 				p.log.Warn("sync: operator edit from another director not applied", "from", msg.Sender, "error", err)
 			}
 		}
@@ -261,11 +271,11 @@ func (p *pair) handle(ctx context.Context, msgs []scheduler.Message) {
 // publish sends this director's view to its peers: a writer its snapshot
 // and acknowledgements, a follower its pending operator edits.
 func (p *pair) publish() {
-	msg := scheduler.Message{Epoch: p.node.Epoch(), Writer: p.node.Writer(), Heard: p.node.Heard()}
+	msg := Message{Epoch: p.node.Epoch(), Writer: p.node.Writer(), Heard: p.node.Heard()}
 	if msg.Writer {
 		p.gen++
 		msg.Gen = p.gen
-		msg.Snapshot = p.m.snapshot()
+		msg.Snapshot = p.d.Snapshot()
 		msg.Acks = p.node.Acks()
 	} else {
 		msg.Edits = p.outbox.Pending()
@@ -276,18 +286,14 @@ func (p *pair) publish() {
 
 // status records the group status for Status and metrics.
 func (p *pair) status() {
-	now := p.m.deps.Now()
+	now := p.now()
 	st := p.node.Status(now)
-	s := SyncStatus{ID: p.cfg.ID, Role: st.Role.String(), Writer: st.Writer, Phase: string(st.Phase), Epoch: st.Epoch,
+	s := monitor.SyncStatus{ID: p.cfg.ID, Role: st.Role.String(), Writer: st.Writer, Phase: string(st.Phase), Epoch: st.Epoch,
 		Leader: st.Leader.String(), Frames: p.ln.Counters().Snapshot()}
 	for _, ps := range p.push.Status() {
-		s.Peers = append(s.Peers, SyncPeer{Address: ps.Addr, Unreachable: ps.Unreachable(now, 3*p.m.cfg.Interval), LastOK: ps.LastOK, LastError: ps.LastError})
+		s.Peers = append(s.Peers, monitor.SyncPeer{Address: ps.Addr, Unreachable: ps.Unreachable(now, 3*p.d.Interval()), LastOK: ps.LastOK, LastError: ps.LastError})
 	}
-	p.m.mu.Lock()
-	p.m.sync = &s
-	p.m.mu.Unlock()
-	p.m.deps.Metrics.observeSync(s, p.lastFrames)
-	p.lastFrames = s.Frames
+	p.d.SetSyncStatus(s)
 }
 
 // peerSources returns the hosts of the peers' listener addresses that are

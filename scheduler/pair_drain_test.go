@@ -1,7 +1,9 @@
-package monitor
+package scheduler
 
 import (
 	"fmt"
+	"lvs-feedback/monitor"
+	"lvs-feedback/replica"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -10,7 +12,6 @@ import (
 	"time"
 
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // drainThenDie runs one trial on a new pair on real loopback sockets: the
@@ -32,7 +33,7 @@ func drainThenDie(t *testing.T, delay time.Duration) (kept bool, reply string) {
 	must(t, err)
 	time.Sleep(delay)
 	a.stop()
-	b.role.set(scheduler.Active)
+	b.role.set(Active)
 	eventually(t, 10*time.Second, "b writes", b.writer)
 	b.cycles(t, 3)
 	st, w := b.stateOf(t, rsC)
@@ -97,10 +98,12 @@ func TestDrainRepliesSayWhere(t *testing.T) {
 	})
 	held := func(d *director) bool {
 		t.Helper()
-		d.m.opMu.Lock()
-		defer d.m.opMu.Unlock()
-		rec := d.m.state[DestKey{Service: svcKey, Dest: rsC}]
-		return rec.State == policy.DrainedByOperator && rec.Held
+		for _, rec := range d.m.Snapshot().Dests { // the records as they stand, not as of the last cycle
+			if rec.Key == (replica.DestKey{Service: svcKey, Dest: rsC}) {
+				return rec.State == string(policy.DrainedByOperator) && rec.Held
+			}
+		}
+		return false
 	}
 	for _, tc := range []struct {
 		on, other *director
@@ -178,7 +181,7 @@ func TestDrainDeathDuringWait(t *testing.T) {
 			eventually(t, 10*time.Second, "a writes, b mirrors", func() bool {
 				return a.writer() && sameWeights(a.weights(t), b.weights(t)) && b.m.Status().Sync.Frames["accepted"] > 0
 			})
-			replied := make(chan Replication, 1)
+			replied := make(chan monitor.Replication, 1)
 			go func() {
 				rep, err := a.m.DrainConfirmed(t.Context(), svcKey, rsC)
 				if err != nil {
@@ -188,13 +191,13 @@ func TestDrainDeathDuringWait(t *testing.T) {
 			}()
 			time.Sleep(d)
 			a.stop()
-			var rep Replication
+			var rep monitor.Replication
 			select {
 			case rep = <-replied:
 			case <-time.After(10 * time.Second):
 				t.Fatal("no reply 10 s after the active stopped")
 			}
-			b.role.set(scheduler.Active)
+			b.role.set(Active)
 			eventually(t, 10*time.Second, "b writes", b.writer)
 			b.cycles(t, 3)
 			st, w := b.stateOf(t, rsC)

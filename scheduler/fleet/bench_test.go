@@ -2,15 +2,15 @@ package fleet
 
 import (
 	"context"
+	"lvs-feedback/replica"
 	"net/netip"
 	"syscall"
 	"testing"
 	"time"
 
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // cpuTime is this process's user+system CPU time (etcd runs in its own).
@@ -20,11 +20,11 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchKeys(n int) []scheduler.DestKey {
-	var out []scheduler.DestKey
+func benchKeys(n int) []replica.DestKey {
+	var out []replica.DestKey
 	for i := range n {
 		svc := ipvs.ServiceKey{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i / 100), 1}), 80), Protocol: ipvs.TCP}
-		out = append(out, scheduler.DestKey{Service: svc, Dest: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 250), byte(i % 250)}), 80)})
+		out = append(out, replica.DestKey{Service: svc, Dest: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i / 250), byte(i % 250)}), 80)})
 	}
 	return out
 }
@@ -62,7 +62,7 @@ func BenchmarkFleetCycle1000(b *testing.B) {
 	}
 	doc := Document{Leader: "dir1"}
 	for i, k := range keys {
-		doc.Snapshot.Dests = append(doc.Snapshot.Dests, scheduler.DestState{Key: k, State: "managed", Weight: 1 + i%100, DefaultWeight: 100,
+		doc.Snapshot.Dests = append(doc.Snapshot.Dests, replica.DestState{Key: k, State: "managed", Weight: 1 + i%100, DefaultWeight: 100,
 			Carried: policy.Carried{Ctrl: float64(i%100) + 0.37, CtrlSet: true}})
 	}
 	cb, _ := EncodeCounters(counters("dir2", 1))

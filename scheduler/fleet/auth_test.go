@@ -18,7 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"lvs-feedback/fleet/etcdtest"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // writeCert issues a certificate for name (server: for 127.0.0.1)

@@ -1,7 +1,8 @@
-package monitor
+package scheduler
 
 import (
 	"context"
+	"lvs-feedback/monitor"
 	"net"
 	"net/netip"
 	"os"
@@ -15,29 +16,28 @@ import (
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // testRole is a role source the test moves, as keepalived moves a VIP.
 type testRole struct {
 	mu sync.Mutex
-	r  scheduler.Role
-	ch chan scheduler.Role
+	r  Role
+	ch chan Role
 }
 
-func newTestRole(r scheduler.Role) *testRole {
-	return &testRole{r: r, ch: make(chan scheduler.Role, 4)}
+func newTestRole(r Role) *testRole {
+	return &testRole{r: r, ch: make(chan Role, 4)}
 }
 
-func (t *testRole) Role() scheduler.Role {
+func (t *testRole) Role() Role {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.r
 }
 
-func (t *testRole) Changes() <-chan scheduler.Role { return t.ch }
+func (t *testRole) Changes() <-chan Role { return t.ch }
 
-func (t *testRole) set(r scheduler.Role) {
+func (t *testRole) set(r Role) {
 	t.mu.Lock()
 	t.r = r
 	t.mu.Unlock()
@@ -52,7 +52,7 @@ type director struct {
 	agents *stubAgents
 	role   *testRole
 	ln     net.Listener
-	m      *Monitor
+	m      *monitor.Monitor
 	cancel context.CancelFunc
 	done   chan struct{}
 	// weight, when set, replaces the formula's [weight] line of the
@@ -74,10 +74,10 @@ func writeKey(t *testing.T, b byte) string {
 // standby (not started).
 func newPair(t *testing.T, keyFile string) (a, b *director) {
 	t.Helper()
-	return newDirector(t, "dir-a", scheduler.Active, keyFile), newDirector(t, "dir-b", scheduler.Standby, keyFile)
+	return newDirector(t, "dir-a", Active, keyFile), newDirector(t, "dir-b", Standby, keyFile)
 }
 
-func newDirector(t *testing.T, id string, role scheduler.Role, keyFile string) *director {
+func newDirector(t *testing.T, id string, role Role, keyFile string) *director {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -231,7 +231,7 @@ func TestDirectorPair(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "b holds a's last state", func() bool { return sameWeights(last, b.weights(t)) })
 	t0 := time.Now()
-	b.role.set(scheduler.Active)
+	b.role.set(Active)
 	took := eventually(t, 5*time.Second, "b writes", b.writer)
 	t.Logf("takeover: b writing %v after getting the VIP (interval 200ms)", took)
 	if diff := b.weights(t); !sameWeights(diff, last) {
@@ -244,7 +244,7 @@ func TestDirectorPair(t *testing.T) {
 	b.agents.set(agentOf(rsB), 0)
 	eventually(t, 10*time.Second, "b raises B", func() bool { return b.weights(t)[rsB] != last[rsB] })
 	w := b.weights(t)
-	want := policy.RoundWeight(policy.NextWeight(ctrlB, 0, 10, DefaultConfig().Weight))
+	want := policy.RoundWeight(policy.NextWeight(ctrlB, 0, 10, monitor.DefaultConfig().Weight))
 	if w[rsB] != want {
 		t.Errorf("after failover B went %d → %d, want %d (continuing from a's controller weight %.3f)", last[rsB], w[rsB], want, ctrlB)
 	}
@@ -257,8 +257,8 @@ func TestDirectorPair(t *testing.T) {
 // TestDirectorPairWrongKey: a director with another key is refused; nothing
 // it sends reaches the table.
 func TestDirectorPairWrongKey(t *testing.T) {
-	a := newDirector(t, "dir-a", scheduler.Active, "")
-	b := newDirector(t, "dir-b", scheduler.Standby, "")
+	a := newDirector(t, "dir-a", Active, "")
+	b := newDirector(t, "dir-b", Standby, "")
 	a.agents.set(agentOf(rsB), 1.95)
 	a.start(t, writeKey(t, 1), b)
 	b.start(t, writeKey(t, 2), a)
@@ -326,7 +326,7 @@ func TestDirectorPairCapacity(t *testing.T) {
 	a.stop()
 	last := a.weights(t)
 	through.Store(b)
-	b.role.set(scheduler.Active)
+	b.role.set(Active)
 	eventually(t, 5*time.Second, "b writes", b.writer)
 	// Ten intervals of b writing: B must stay where a left it.
 	deadline := time.Now().Add(2 * time.Second)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"lvs-feedback/replica"
 	"math"
 	"os"
 	"slices"
@@ -16,8 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
-
-	"lvs-feedback/scheduler"
 )
 
 // Config says how to reach etcd and who this director is.
@@ -120,7 +119,7 @@ type Client struct {
 // New connects (without waiting for etcd: a director starts, and holds
 // its table, while etcd is unreachable) and starts campaigning.
 func New(cfg Config) (*Client, error) {
-	if !scheduler.ValidSender(cfg.ID) {
+	if !replica.ValidSender(cfg.ID) {
 		return nil, fmt.Errorf("fleet: invalid director id %q", cfg.ID)
 	}
 	if len(cfg.Endpoints) == 0 {
@@ -130,7 +129,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("fleet: director %q is not among the members %q", cfg.ID, cfg.Members)
 	}
 	for _, id := range cfg.Members {
-		if !scheduler.ValidSender(id) {
+		if !replica.ValidSender(id) {
 			return nil, fmt.Errorf("fleet: invalid member id %q", id)
 		}
 	}

@@ -1,7 +1,8 @@
-package monitor
+package scheduler
 
 import (
 	"context"
+	"lvs-feedback/monitor"
 	"net/netip"
 	"strings"
 	"sync"
@@ -10,10 +11,10 @@ import (
 	"time"
 
 	"lvs-feedback/agent"
-	"lvs-feedback/fleet"
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
+	"lvs-feedback/scheduler/fleet"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // fleetMember is one lvs-monitor of an etcd fleet on its own in-memory
@@ -23,7 +24,8 @@ type fleetMember struct {
 	table  *ipvs.Mem
 	agents *stubAgents
 	proxy  *etcdtest.Proxy
-	m      *Monitor
+	m      *monitor.Monitor
+	store  FleetStore // its etcd client
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -64,23 +66,23 @@ func (d *fleetMember) start(t *testing.T, dryRun bool) {
 	conf = strings.Replace(conf, `probe_timeout = "500ms"`, `probe_timeout = "100ms"`, 1)
 	conf = strings.Replace(conf, "[availability]\n", "[availability]\nslow_start = \"0s\"\nagent_expiry = \"10s\"\n", 1)
 	conf += "[sync]\nid = \"" + d.id + "\"\nbackend = \"etcd\"\n[sync.etcd]\nendpoints = [\"" + d.proxy.URL + "\"]\nprefix = \"/fleet-test/\"\nlease_ttl = \"2s\"\ndial_timeout = \"2s\"\ndirectors = [\"dir1\", \"dir2\", \"dir3\", \"dir4\"]\n"
-	cfg, err := ParseConfig(d.id+".toml", []byte(conf))
+	cfg, err := monitor.ParseConfig(d.id+".toml", []byte(conf))
 	must(t, err)
 	cfg.StateDir = t.TempDir()
-	store, err := NewFileStore(cfg.StateDir)
+	store, err := monitor.NewFileStore(cfg.StateDir)
 	must(t, err)
 	e := cfg.Sync.Etcd
 	cl, err := fleet.New(fleet.Config{ID: d.id, Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout,
 		OpTimeout: time.Second, Observer: dryRun, Members: e.Directors})
 	must(t, err)
-	d.m, err = New(cfg, Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store,
-		Fleet: killableStore{Client: cl, d: d}}, dryRun)
+	d.store = killableStore{Client: cl, d: d}
+	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, dryRun)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func() {
 		defer close(d.done)
-		err := d.m.Run(ctx, func(rep CycleReport, _ error) {
+		err := Run(ctx, d.m, Config{Monitor: cfg, DryRun: dryRun, Fleet: d.store, AfterCycle: func(rep monitor.CycleReport, _ error) {
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			d.cycles++
@@ -92,7 +94,7 @@ func (d *fleetMember) start(t *testing.T, dryRun bool) {
 					}
 				}
 			}
-		})
+		}})
 		if err != nil {
 			t.Errorf("%s: Run: %v", d.id, err)
 		}
@@ -129,11 +131,11 @@ func (d *fleetMember) cycleCount() int {
 	return d.cycles
 }
 
-func (d *fleetMember) fleet() FleetStatus {
+func (d *fleetMember) fleet() monitor.FleetStatus {
 	if s := d.m.Status().Sync; s != nil && s.Fleet != nil {
 		return *s.Fleet
 	}
-	return FleetStatus{}
+	return monitor.FleetStatus{}
 }
 
 func (d *fleetMember) weights(t *testing.T) map[netip.AddrPort]int {

@@ -1,9 +1,10 @@
-package monitor
+package scheduler
 
 import (
 	"bytes"
 	"context"
 	"io"
+	"lvs-feedback/monitor"
 	"net"
 	"net/netip"
 	"strings"
@@ -142,19 +143,18 @@ func (d *director) run(t *testing.T, keyFile, dir string, peers ...[2]string) {
 	for _, p := range peers {
 		conf += "[[sync.peer]]\nid = \"" + p[0] + "\"\naddress = \"" + p[1] + "\"\n"
 	}
-	cfg, err := ParseConfig(d.id+".toml", []byte(conf))
+	cfg, err := monitor.ParseConfig(d.id+".toml", []byte(conf))
 	must(t, err)
 	cfg.StateDir = dir
-	store, err := NewFileStore(dir)
+	store, err := monitor.NewFileStore(dir)
 	must(t, err)
-	d.m, err = New(cfg, Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store,
-		Roles: d.role, SyncListener: d.ln}, false)
+	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, false)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func() {
 		defer close(d.done)
-		if err := d.m.Run(ctx, nil); err != nil {
+		if err := Run(ctx, d.m, Config{Monitor: cfg, Roles: d.role, SyncListener: d.ln}); err != nil {
 			t.Errorf("%s: Run: %v", d.id, err)
 		}
 	}()

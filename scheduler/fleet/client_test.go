@@ -3,13 +3,13 @@ package fleet
 import (
 	"context"
 	"errors"
+	"lvs-feedback/replica"
 	"net/netip"
 	"testing"
 	"time"
 
-	"lvs-feedback/fleet/etcdtest"
 	"lvs-feedback/ipvs"
-	"lvs-feedback/scheduler"
+	"lvs-feedback/scheduler/fleet/etcdtest"
 )
 
 // testMembers are the director ids the tests' clients list.
@@ -37,7 +37,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	return time.Since(start)
 }
 
-var testKey = scheduler.DestKey{Service: ipvs.ServiceKey{Addr: netip.MustParseAddrPort("10.0.0.1:80"), Protocol: ipvs.TCP},
+var testKey = replica.DestKey{Service: ipvs.ServiceKey{Addr: netip.MustParseAddrPort("10.0.0.1:80"), Protocol: ipvs.TCP},
 	Dest: netip.MustParseAddrPort("10.0.1.1:80")}
 
 // TestElectionFencing: one leader among three; its fenced read and write
@@ -89,8 +89,8 @@ func TestElectionFencing(t *testing.T) {
 	if err != nil || len(fl.Directors) != 2 || fl.Document != nil {
 		t.Fatalf("leader's read: %+v, %v; want 2 directors, no document", fl, err)
 	}
-	doc := Document{Leader: leader.cfg.ID, Cycle: 1, Snapshot: scheduler.Snapshot{Dests: []scheduler.DestState{{Key: testKey, State: "drained", Weight: 0, DefaultWeight: 10}}},
-		Acks: []scheduler.Ack{{Peer: "b", Pos: scheduler.EditPos{Epoch: 3, ID: 1}}}}
+	doc := Document{Leader: leader.cfg.ID, Cycle: 1, Snapshot: replica.Snapshot{Dests: []replica.DestState{{Key: testKey, State: "drained", Weight: 0, DefaultWeight: 10}}},
+		Acks: []replica.Ack{{Peer: "b", Pos: replica.EditPos{Epoch: 3, ID: 1}}}}
 	rev, err := leader.WriteDocument(ctx, doc, 0, Counters{Director: leader.cfg.ID})
 	if err != nil {
 		t.Fatal(err)

@@ -19,10 +19,11 @@
 //   - the counts of failed etcd operations and whether etcd answered.
 //
 // It must not decide weights, touch an IPVS table or read the monitor's
-// records: lvs-monitor (monitor/fleet.go) runs the controller on the sums
-// of the directors' counters and applies the Document through its single
-// write path. The replicated state is scheduler.Snapshot, the edits
-// scheduler.Edit and the acknowledgements scheduler.Ack, as the director
-// pair defines them. docs/fleet.md describes the key layout and the
-// failure semantics.
+// records: the fleet director (scheduler/fleetdirector.go) has the
+// monitor run the controller on the sums of the directors' counters and
+// apply the Document through its single write path. The replicated state
+// is replica.Snapshot, the edits replica.Edit and the acknowledgements
+// replica.Ack, the same values the director pair carries; the package
+// imports nothing of the group above it. docs/fleet.md describes the key
+// layout and the failure semantics.
 package fleet

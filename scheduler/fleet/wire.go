@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"lvs-feedback/replica"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -10,7 +11,6 @@ import (
 
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
-	"lvs-feedback/scheduler"
 )
 
 // formatVersion is written into every stored value; a reader refuses
@@ -24,7 +24,7 @@ const maxValueBytes = 4 << 20
 // DestCounters is one destination's connection figures as one director's
 // table shows them.
 type DestCounters struct {
-	Key scheduler.DestKey
+	Key replica.DestKey
 	// NewTotal is the new connections this director's table scheduled to
 	// the destination since the director started (sum of its counter
 	// deltas): a reader takes differences, so that reading a publication
@@ -48,7 +48,7 @@ type Counters struct {
 	Dests []DestCounters
 	// Edits are the operator changes made on this director (lvsctl drain,
 	// ipvsadm) that the leader has not acknowledged yet.
-	Edits []scheduler.Edit
+	Edits []replica.Edit
 }
 
 // Document is the leader's desired state for the whole fleet.
@@ -60,9 +60,9 @@ type Document struct {
 	Cycle uint64 // the leader's cycle count in its term
 	// Snapshot is every destination's weight, ownership and controller
 	// state.
-	Snapshot scheduler.Snapshot
+	Snapshot replica.Snapshot
 	// Acks say up to which edit of each director the leader applied.
-	Acks []scheduler.Ack
+	Acks []replica.Ack
 	// Revision is etcd's modification revision of the document as read
 	// (not stored in the value).
 	Revision int64
@@ -80,7 +80,7 @@ const countersMagic = "lvs-feedback-counters"
 
 // EncodeCounters returns c's stored form.
 func EncodeCounters(c Counters) ([]byte, error) {
-	if !scheduler.ValidSender(c.Director) {
+	if !replica.ValidSender(c.Director) {
 		return nil, fmt.Errorf("counters: invalid director id %q", c.Director)
 	}
 	b := make([]byte, 0, 64+48*len(c.Dests))
@@ -137,7 +137,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 	if f[1] != strconv.Itoa(formatVersion) {
 		return Counters{}, fmt.Errorf("counters: format version %s, want %d", f[1], formatVersion)
 	}
-	if !scheduler.ValidSender(f[2]) {
+	if !replica.ValidSender(f[2]) {
 		return Counters{}, fmt.Errorf("counters: invalid director id %q", f[2])
 	}
 	c := Counters{Director: f[2], Dests: make([]DestCounters, 0, strings.Count(rest, "\nd ")+1)}
@@ -182,7 +182,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 			if nw < -1 || act < 0 || ina < 0 {
 				return bad("negative connection count", nil)
 			}
-			c.Dests = append(c.Dests, DestCounters{Key: scheduler.DestKey{Service: svc, Dest: dst}, NewTotal: nt, New: nw, Active: act, Inactive: ina})
+			c.Dests = append(c.Dests, DestCounters{Key: replica.DestKey{Service: svc, Dest: dst}, NewTotal: nt, New: nw, Active: act, Inactive: ina})
 		case (k == 5 || k == 6) && fields[0] == "e" && haveSvc:
 			dst, err := netip.ParseAddrPort(fields[1])
 			if err != nil {
@@ -194,7 +194,7 @@ func DecodeCounters(b []byte) (Counters, error) {
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return bad("edit", err)
 			}
-			e := scheduler.Edit{Pos: scheduler.EditPos{Epoch: ep, ID: id}, Key: scheduler.DestKey{Service: svc, Dest: dst}, Weight: w}
+			e := replica.Edit{Pos: replica.EditPos{Epoch: ep, ID: id}, Key: replica.DestKey{Service: svc, Dest: dst}, Weight: w}
 			if k == 6 {
 				e.Op = fields[5] // an lvsctl request; Validate refuses an unknown one
 			}
@@ -245,7 +245,7 @@ const documentMagic = "lvs-feedback-state"
 
 // EncodeDocument returns d's stored form.
 func EncodeDocument(d Document) ([]byte, error) {
-	if !scheduler.ValidSender(d.Leader) {
+	if !replica.ValidSender(d.Leader) {
 		return nil, fmt.Errorf("document: invalid leader id %q", d.Leader)
 	}
 	b := make([]byte, 0, 64+64*len(d.Snapshot.Dests))
@@ -304,7 +304,7 @@ func EncodeDocument(d Document) ([]byte, error) {
 // weight of at least 1 (the configuration refuses 0; an operator's
 // override is their weight, never 0) and weight 0 for a server out of
 // rotation (drained or down).
-func consistent(x scheduler.DestState) error {
+func consistent(x replica.DestState) error {
 	if x.DefaultWeight < 1 {
 		return fmt.Errorf("%s: default weight %d (a default weight is at least 1)", x.Key, x.DefaultWeight)
 	}
@@ -334,12 +334,12 @@ func DecodeDocument(b []byte) (Document, error) {
 	d := Document{Leader: f[2]}
 	term, err1 := strconv.ParseInt(f[3], 10, 64)
 	cycle, err2 := strconv.ParseUint(f[4], 10, 64)
-	if !scheduler.ValidSender(d.Leader) || err1 != nil || err2 != nil || term <= 0 {
+	if !replica.ValidSender(d.Leader) || err1 != nil || err2 != nil || term <= 0 {
 		return Document{}, fmt.Errorf("document: invalid leader %q, term %q or cycle %q", f[2], f[3], f[4])
 	}
 	d.Term, d.Cycle = term, cycle
-	d.Snapshot.Dests = make([]scheduler.DestState, 0, strings.Count(rest, "\nd ")+1)
-	seen := make(map[scheduler.DestKey]bool, cap(d.Snapshot.Dests))
+	d.Snapshot.Dests = make([]replica.DestState, 0, strings.Count(rest, "\nd ")+1)
+	seen := make(map[replica.DestKey]bool, cap(d.Snapshot.Dests))
 	var svc ipvs.ServiceKey
 	haveSvc := false
 	var fields [14]string
@@ -365,12 +365,12 @@ func DecodeDocument(b []byte) (Document, error) {
 			if err != nil {
 				return bad("destination", err)
 			}
-			key := scheduler.DestKey{Service: svc, Dest: dst}
+			key := replica.DestKey{Service: svc, Dest: dst}
 			if seen[key] {
 				return bad(key.String()+" listed twice", nil)
 			}
 			seen[key] = true
-			x := scheduler.DestState{Key: key, State: fields[2]}
+			x := replica.DestState{Key: key, State: fields[2]}
 			for i, p := range []*int{&x.Weight, &x.DefaultWeight, &x.DefaultOverride, &x.OverriddenConfig, &x.RestoreWeight} {
 				v, err := strconv.Atoi(fields[3+i])
 				if err != nil {
@@ -403,10 +403,10 @@ func DecodeDocument(b []byte) (Document, error) {
 		case k == 4 && fields[0] == "a":
 			ep, err1 := strconv.ParseUint(fields[2], 10, 64)
 			id, err2 := strconv.ParseUint(fields[3], 10, 64)
-			if !scheduler.ValidSender(fields[1]) || err1 != nil || err2 != nil {
+			if !replica.ValidSender(fields[1]) || err1 != nil || err2 != nil {
 				return bad(fmt.Sprintf("unreadable acknowledgement %q", line), nil)
 			}
-			d.Acks = append(d.Acks, scheduler.Ack{Peer: fields[1], Pos: scheduler.EditPos{Epoch: ep, ID: id}})
+			d.Acks = append(d.Acks, replica.Ack{Peer: fields[1], Pos: replica.EditPos{Epoch: ep, ID: id}})
 		case line == "" && rest == "":
 		default:
 			return bad(fmt.Sprintf("unreadable line %q", line), nil)

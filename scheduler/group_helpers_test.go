@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"lvs-feedback/agent"
+	"lvs-feedback/ipvs"
+	"lvs-feedback/monitor"
+)
+
+// The edges the group tests give their monitors: agents answered from a
+// map, probes that always answer, one service of three real servers, and
+// a configuration on which the LVS formula's weights follow CPU alone.
+
+// stubAgents answers agent polls from a map; a missing address fails.
+type stubAgents struct {
+	mu      sync.RWMutex // polls run concurrently: they only read
+	reports map[string]agent.Report
+}
+
+func (s *stubAgents) Fetch(_ context.Context, addr string, _ time.Duration) (agent.Report, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.reports[addr]
+	if !ok {
+		return agent.Report{}, fmt.Errorf("agent %s: connection refused", addr)
+	}
+	return r, nil
+}
+
+func (s *stubAgents) set(addr string, cpu float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reports[addr] = agent.Report{Schema: agent.SchemaVersion, Time: time.Now(), CPU: cpu}
+}
+
+// stubProber answers probes with a fixed time; servers in down fail.
+type stubProber struct {
+	mu   sync.Mutex
+	down map[netip.AddrPort]bool
+}
+
+func (p *stubProber) Probe(_ context.Context, s netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down[s] {
+		return 0, fmt.Errorf("tcp probe %s: connection refused", s)
+	}
+	return time.Millisecond, nil
+}
+
+var (
+	svcKey = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddrPort("192.0.2.10:80")}
+	rsA    = netip.MustParseAddrPort("198.51.100.11:80")
+	rsB    = netip.MustParseAddrPort("198.51.100.12:80")
+	rsC    = netip.MustParseAddrPort("198.51.100.13:80")
+)
+
+func agentOf(rs netip.AddrPort) string { return netip.AddrPortFrom(rs.Addr(), 9771).String() }
+
+// cpuOnlyConfig runs the LVS formula on CPU alone, so that expected
+// weights are easy to compute by hand.
+const cpuOnlyConfig = `
+interval = "1s"
+agent_timeout = "500ms"
+probe_timeout = "500ms"
+[availability]
+fall = 1
+rise = 1
+[weight]
+controller = "lvs"
+[coefficients]
+input = 0.0
+cpu = 1.0
+memory = 0.0
+disk = 0.0
+response = 0.0
+process = 0.0
+[[service]]
+address = "192.0.2.10:80/tcp"
+[[service.server]]
+address = "198.51.100.11:80"
+weight = 10
+[[service.server]]
+address = "198.51.100.12:80"
+weight = 10
+[[service.server]]
+address = "198.51.100.13:80"
+weight = 10
+`
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
