@@ -3,6 +3,8 @@ package policy
 import (
 	"math"
 	"testing"
+
+	"lvs-feedback/ipvs"
 )
 
 func TestPredictBacklog(t *testing.T) {
@@ -430,5 +432,69 @@ func TestGuardPredictSlowRamp(t *testing.T) {
 	}
 	if at, to := slowRamp(t, false); at != 25 || to != 1 {
 		t.Errorf("without prediction: B cut at check %d to %d, want check 25 to 1", at, to)
+	}
+}
+
+// guardRunTable is guardRun for TestGuardPredictCutsEarlier's B under a
+// service whose connection table the monitor reads after each check: read
+// (TableEvidence) with B's handshakes at every check, or never.
+func guardRunTable(t *testing.T, read bool, handshakes int) (at, to int) {
+	t.Helper()
+	p := guardParams()
+	p.Guard.Predict = true
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := Service{ConnTable: true}
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	b := warmed(20, []int{20, 26, 32, 38, 44, 50, 56, 62, 68, 74})
+	for k := range b {
+		servers := make([]Server, 3)
+		for i := range servers {
+			a := 20
+			if i == 1 {
+				a = b[k]
+			}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: uint32(1000 + 20*k)}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(svc, st, servers)
+		if read {
+			conns := make([]ipvs.ConnCounts, 3)
+			conns[1] = ipvs.ConnCounts{Handshakes: handshakes, Established: b[k] - handshakes}
+			e.TableEvidence(servers, conns, []bool{true, true, true})
+		}
+		if d := servers[1].Out; d.Write {
+			return k - warm, d.To
+		}
+	}
+	return -1, 0
+}
+
+// TestGuardPredictWaitsForTheTable: where the monitor reads the connection
+// table of a dead-looking server after the check (B's active count grows:
+// Suspect), the predicted cut of TestGuardPredictCutsEarlier (check 4)
+// waits for a reading in B's run of growth that shows its handshakes
+// completing. Read with none waiting: cut at 4, as before. Read with 5
+// waiting (a server that answers nobody piles them up): no prediction, the
+// level rule's cut at check 5 — a cut to a fraction of its weight would
+// starve the evidence that takes such a server out (Unanswered). Never
+// read (a failed or spaced read): the level rule's, at 5.
+func TestGuardPredictWaitsForTheTable(t *testing.T) {
+	for _, c := range []struct {
+		why        string
+		read       bool
+		handshakes int
+		at, to     int
+	}{
+		{"read, handshakes complete", true, 0, 4, 4},
+		{"read, 5 handshakes waiting", true, 5, 5, 4},
+		{"never read", false, 0, 5, 4},
+	} {
+		if at, to := guardRunTable(t, c.read, c.handshakes); at != c.at || to != c.to {
+			t.Errorf("%s: B cut at check %d to %d, want check %d to %d", c.why, at, to, c.at, c.to)
+		}
 	}
 }
