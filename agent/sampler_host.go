@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -33,12 +35,12 @@ type hostCounters struct {
 
 // hostReader reads hostCounters from a procfs root.
 type hostReader struct {
-	proc    procfs.FS
-	block   blockdevice.FS
-	mounts  []string
-	devices map[string]bool // the only devices counted; nil: countedDevice's default
-	now     func() time.Time
-	statfs  func(path string, st *unix.Statfs_t) error
+	proc      procfs.FS
+	diskstats string // path of /proc/diskstats
+	mounts    []string
+	devices   map[string]bool // the only devices counted; nil: countedDevice's default
+	now       func() time.Time
+	statfs    func(path string, st *unix.Statfs_t) error
 }
 
 func newHostReader(o Options) (*hostReader, error) {
@@ -50,13 +52,7 @@ func newHostReader(o Options) (*hostReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("procfs: %w", err)
 	}
-	// Only ProcDiskstats is used, which reads below the proc root; the sys
-	// root is never read, so the proc root stands in for it.
-	b, err := blockdevice.NewFS(o.ProcRoot, o.ProcRoot)
-	if err != nil {
-		return nil, fmt.Errorf("procfs: %w", err)
-	}
-	h := &hostReader{proc: p, block: b, mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}
+	h := &hostReader{proc: p, diskstats: filepath.Join(o.ProcRoot, "diskstats"), mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}
 	if len(o.DiskDevices) > 0 {
 		h.devices = make(map[string]bool, len(o.DiskDevices))
 		for _, d := range o.DiskDevices {
@@ -122,15 +118,12 @@ func (h *hostReader) read() (hostCounters, error) {
 		return c, fmt.Errorf("read /proc/loadavg: %w", err)
 	}
 	c.load = *la
-	ds, err := h.block.ProcDiskstats()
+	ds, err := os.ReadFile(h.diskstats)
 	if err != nil {
 		return c, fmt.Errorf("read /proc/diskstats: %w", err)
 	}
-	c.ioTicks = make(map[string]uint64, len(ds))
-	for _, d := range ds {
-		if countedDevice(d.DeviceName, h.devices) {
-			c.ioTicks[d.DeviceName] = d.IOsTotalTicks
-		}
+	if c.ioTicks, err = diskIOTicks(ds, h.devices); err != nil {
+		return c, fmt.Errorf("read /proc/diskstats: %w", err)
 	}
 	c.spaceUsed = make(map[string]float64, len(h.mounts))
 	for _, m := range h.mounts {

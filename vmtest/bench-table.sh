@@ -2,7 +2,9 @@
 # vmtest/bench-table.sh CONSOLE_LOG — the table at the end of
 # `make bench-kernel`: for each benchmark of vmtest/bench.list, the median
 # (and range) over its runs of ms/op and, for the monitor's cycle, of the
-# bare kernel work, their ratio and the cycle's CPU time.
+# bare netlink work, their ratio against its target (steady 1.5: one dump of
+# the table; all-writing 1.2: one dump and every weight set), the cycle's CPU
+# time and the bare work's.
 set -euo pipefail
 log=${1:?usage: bench-table.sh CONSOLE_LOG}
 awk '
@@ -25,9 +27,14 @@ function cell(name, unit, scale, fmt,   m) {
 }
 END {
 	if (n == 0) { print "bench-table: no benchmark results in the console log" > "/dev/stderr"; exit 1 }
-	printf "%-48s %4s  %-22s %-22s %-22s %s\n", "benchmark (median, range over runs)", "runs", "ms/op", "bare ms/op", "cycle/bare", "cycle CPU ms/op"
+	printf "%-48s %4s  %-22s %-22s %-18s %-14s %-22s %s\n", "benchmark (median, range over runs)", "runs", "ms/op", "bare ms/op", "cycle/bare", "target", "cycle CPU ms/op", "bare CPU ms/op"
 	for (k = 1; k <= n; k++) {
 		nm = order[k]
-		printf "%-48s %4d  %-22s %-22s %-22s %s\n", nm, runs[nm], cell(nm, "ns/op", 1e-6, "%.1f"), cell(nm, "bare-ms/op", 1, "%.1f"), cell(nm, "cycle/bare", 1, "%.2f"), cell(nm, "cpu-ms/op", 1, "%.1f")
+		target = "-"
+		if ((nm, "cycle/bare") in vals) {
+			t = nm ~ /all-writing/ ? 1.2 : 1.5
+			target = sprintf("<= %.1f %s", t, median(vals[nm, "cycle/bare"]) <= t ? "met" : "MISSED")
+		}
+		printf "%-48s %4d  %-22s %-22s %-18s %-14s %-22s %s\n", nm, runs[nm], cell(nm, "ns/op", 1e-6, "%.1f"), cell(nm, "bare-ms/op", 1, "%.1f"), cell(nm, "cycle/bare", 1, "%.2f"), target, cell(nm, "cpu-ms/op", 1, "%.1f"), cell(nm, "bare-cpu-ms/op", 1, "%.1f")
 	}
 }' "$log"

@@ -225,7 +225,7 @@ func serverStates(reply string) (map[string]serverState, error) {
 }
 
 // freePort returns a loopback TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -236,7 +236,7 @@ func freePort(t *testing.T) int {
 }
 
 // buildAgent builds lvs-agent into dir.
-func buildAgent(t *testing.T, dir string) string {
+func buildAgent(t testing.TB, dir string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go") // go test puts its own go first in PATH
 	if err != nil {
