@@ -127,12 +127,13 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 // applyRows applies the rows' decisions (a cycle's or a backlog
 // check's) and brings their report entries up to date.
 func (m *Monitor) applyRows(rows []destRow) applied {
-	changes := make([]change, 0, len(rows)/8)
+	changes := m.changes[:0]
 	for i := range rows {
 		if d := rows[i].st; d.Decision.Write {
 			changes = append(changes, change{key: d.Key, d: &d.Decision, out: &d.Outcome, kernel: &d.KernelWeight})
 		}
 	}
+	m.changes = changes
 	return m.apply(changes)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"lvs-feedback/replica"
 	"net/netip"
+	"slices"
 	"time"
 
 	"lvs-feedback/agent"
@@ -45,7 +46,11 @@ type DestStatus struct {
 	Reason string
 }
 
-// CycleReport is the outcome of one cycle.
+// CycleReport is the outcome of one cycle. Its Dests are the monitor's
+// working storage, reused: they stay as they are through the next cycle or
+// backlog check and are overwritten by the one after (not with a history
+// recorder, which keeps every report). Whoever keeps a report longer keeps
+// a Clone; Last and Status return copies.
 type CycleReport struct {
 	Start    time.Time
 	Duration time.Duration
@@ -56,6 +61,12 @@ type CycleReport struct {
 	// Schedulers are the services' scheduler names as this cycle read
 	// them from the table ("wrr", "wlc", …), for lvsctl status.
 	Schedulers map[ipvs.ServiceKey]string
+}
+
+// Clone returns a copy of rep that later cycles do not overwrite.
+func (rep CycleReport) Clone() CycleReport {
+	rep.Dests = slices.Clone(rep.Dests)
+	return rep
 }
 
 // destRow carries one configured destination through a cycle; its
@@ -98,6 +109,14 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
 		Dests: dests, Params: m.engine.Params(), Schedulers: schedulers}
 	m.mu.Lock()
+	if m.deps.History == nil {
+		m.spare = m.last.Dests // the report before this one
+	} else {
+		// The recorder's goroutine reads every report after Cycle
+		// returns, maybe after the next cycles: it keeps them, and the
+		// next cycle fills new storage.
+		m.spare = nil
+	}
 	m.last = rep
 	m.mu.Unlock()
 	m.deps.Metrics.observeCycle(rep)
@@ -117,9 +136,19 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	for i := range m.cfg.Services {
 		n += len(m.cfg.Services[i].Servers)
 	}
-	// One allocation each for all entries and all rows.
-	out := make([]DestStatus, 0, n)
-	rows := make([]destRow, 0, n)
+	// The entries and rows of the report before last, or one allocation
+	// each when they are too few.
+	out, rows := m.spare[:0], m.rows[:0]
+	if cap(out) < n {
+		out = make([]DestStatus, 0, n)
+	}
+	if cap(rows) < n {
+		rows = make([]destRow, 0, n)
+	}
+	if m.byAddr == nil {
+		m.byAddr = map[netip.AddrPort]int{}
+	}
+	byAddr := m.byAddr
 	for i := range m.cfg.Services {
 		svc := &m.cfg.Services[i]
 		table, err := m.deps.Table.Destinations(svc.Key)
@@ -133,7 +162,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			}
 			continue
 		}
-		byAddr := make(map[netip.AddrPort]int, len(table))
+		clear(byAddr)
 		for j := range table {
 			byAddr[table[j].Addr] = j
 		}
@@ -167,7 +196,8 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	for i := range rows {
 		rows[i].st = &out[i] // out is not appended to any more
 	}
-	return out, rows
+	m.spare, m.rows = out, rows
+	return out[:len(out):len(out)], rows
 }
 
 // reconcile applies the ownership rules (policy.ReconcileServer) to every
@@ -226,7 +256,7 @@ func (m *Monitor) observe(rows []destRow) {
 func (m *Monitor) decide(rows []destRow) {
 	now := m.deps.Now()
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
-		ev := m.engine.Cycle(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group), m.follower, now)
+		ev := m.engine.Cycle(m.servicePolicy(&group[0]), m.serviceState(svc), m.servers(group), m.follower, now)
 		switch {
 		case ev.FrozeNow:
 			m.log.Warn("service frozen: too many servers unreachable at once, the director is probably cut off; weights left as they are",
@@ -254,9 +284,12 @@ func forEachService(rows []destRow, fn func(ipvs.ServiceKey, []destRow)) {
 	}
 }
 
-// servers lays out rows for policy.
-func servers(rows []destRow) []policy.Server {
-	out := make([]policy.Server, len(rows))
+// servers lays out rows for policy, in storage reused by the next call.
+func (m *Monitor) servers(rows []destRow) []policy.Server {
+	if cap(m.svs) < len(rows) {
+		m.svs = make([]policy.Server, len(rows))
+	}
+	out := m.svs[:len(rows)]
 	for i := range rows {
 		d := rows[i].st
 		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"lvs-feedback/replica"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -73,6 +74,17 @@ type Monitor struct {
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
+
+	// Storage reused by cycles and backlog checks (under opMu): spare is
+	// the report entries the next one fills — the report before last's
+	// (CycleReport says how long a report stays) — and the rest is
+	// scratch no report refers to.
+	spare   []DestStatus
+	rows    []destRow
+	byAddr  map[netip.AddrPort]int
+	jobs    []gatherJob
+	svs     []policy.Server
+	changes []change
 
 	reloaded chan struct{} // Reload signals Reloaded: the interval may have changed
 
@@ -191,11 +203,11 @@ func (m *Monitor) Interval() time.Duration {
 	return m.cfg.Interval
 }
 
-// Last returns the report of the latest completed cycle.
+// Last returns a copy of the report of the latest completed cycle.
 func (m *Monitor) Last() CycleReport {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.last
+	return m.last.Clone()
 }
 
 // noteOnce logs msg once per key for the monitor's lifetime.
