@@ -40,6 +40,10 @@ type DestStatus struct {
 	Decision policy.Decision
 	// Outcome is how applying the decision went.
 	Outcome Outcome
+	// capacity holds the capacity controller's step when there is one
+	// (Decision.Trace.Capacity points here): the record's own storage,
+	// reused with it.
+	capacity policy.CapacityStep
 	// Reason says why the weight or ownership changed, if it did: the
 	// decision's reason when written, else the ownership change found when
 	// reading the table.
@@ -65,8 +69,19 @@ type CycleReport struct {
 
 // Clone returns a copy of rep that later cycles do not overwrite.
 func (rep CycleReport) Clone() CycleReport {
-	rep.Dests = slices.Clone(rep.Dests)
+	dests := slices.Clone(rep.Dests)
+	for i := range dests {
+		dests[i].copied(&rep.Dests[i])
+	}
+	rep.Dests = dests
 	return rep
+}
+
+// copied points d, a copy of *from, at its own storage.
+func (d *DestStatus) copied(from *DestStatus) {
+	if d.Decision.Trace.Capacity == &from.capacity {
+		d.Decision.Trace.Capacity = &d.capacity
+	}
 }
 
 // destRow carries one configured destination through a cycle; its
@@ -292,7 +307,7 @@ func (m *Monitor) servers(rows []destRow) []policy.Server {
 	out := m.svs[:len(rows)]
 	for i := range rows {
 		d := rows[i].st
-		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision}
+		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision, Step: &d.capacity}
 	}
 	return out
 }

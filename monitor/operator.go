@@ -197,6 +197,7 @@ func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation,
 	for i := range m.last.Dests {
 		if k := m.last.Dests[i].Key; k.Service == svc && k.Dest == dst {
 			d = new(m.last.Dests[i])
+			d.copied(&m.last.Dests[i])
 		}
 	}
 	p := m.last.Params

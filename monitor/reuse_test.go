@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -88,5 +89,39 @@ func TestRecorderKeepsEveryReport(t *testing.T) {
 	}
 	if a, b := statusOf(t, reps[0], rsA).KernelWeight, statusOf(t, reps[1], rsA).KernelWeight; a != 13 || b == 13 {
 		t.Errorf("A's weight in the first two reports: %d and %d, want 13 and something else", a, b)
+	}
+}
+
+// The capacity controller's step is kept in the record's own storage: a
+// copy of the report (Last, Explain) must carry its own, not one the next
+// cycles fill.
+func TestKeptCapacityStepsSurviveLaterCycles(t *testing.T) {
+	r, m := newCapacityRig(t, "")
+	setAllCPU(r, 0.5)
+	cycle(t, m)
+	last := m.Last()
+	explained, err := m.Explain(svcKey, rsB)
+	must(t, err)
+	step := statusOf(t, last, rsB).Decision.Trace.Capacity
+	if step == nil || explained.Dest.Decision.Trace.Capacity == nil {
+		t.Fatal("no capacity step in the first cycle's record")
+	}
+	want, wantExplained := *step, *explained.Dest.Decision.Trace.Capacity
+	if want.CPU != 0.5 || wantExplained.CPU != 0.5 {
+		t.Fatalf("B's step: CPU %g (explain %g), want 0.5", want.CPU, wantExplained.CPU)
+	}
+	r.agents.set(agentOf(rsB), 0.9)
+	for range 3 {
+		cycle(t, m)
+	}
+	if got := statusOf(t, m.Last(), rsB).Decision.Trace.Capacity; got == nil || got.CPU != 0.9 {
+		t.Fatalf("B's step after the load changed: %+v, want CPU 0.9", got)
+	}
+	// Printed: Factor is NaN, which DeepEqual does not equal.
+	if got := *statusOf(t, last, rsB).Decision.Trace.Capacity; fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("Last()'s capacity step changed under later cycles: %+v, want %+v", got, want)
+	}
+	if got := *explained.Dest.Decision.Trace.Capacity; fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", wantExplained) {
+		t.Errorf("Explain's capacity step changed under later cycles: %+v, want %+v", got, wantExplained)
 	}
 }
