@@ -96,7 +96,7 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 			*c.kernel = d.To
 		}
 		if d.RecordChanged {
-			m.state[c.key] = d.Record
+			m.setRecord(c.key, d.Record)
 			res.recordsChanged = true
 		}
 		st := &m.memory(c.key).policy
@@ -149,7 +149,7 @@ func (m *Monitor) applyOne(key DestKey, d *policy.Decision) (Outcome, error) {
 		return out, fmt.Errorf("%s: %w", key, out.Err)
 	}
 	if !d.Write && d.RecordChanged && !m.dryRun {
-		m.state[key] = d.Record // nothing to write: the record alone changes
+		m.setRecord(key, d.Record) // nothing to write: the record alone changes
 		res.recordsChanged = true
 	}
 	if res.recordsChanged {

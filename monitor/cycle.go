@@ -93,6 +93,7 @@ type destRow struct {
 	table  policy.TableEntry // what the table showed
 	seen   *observed
 	state  *policy.ServerState
+	mem    *destMemory // seen and state's
 }
 
 // Cycle runs one pass of the pipeline:
@@ -199,7 +200,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			if mem.seen.missing {
 				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)
 			}
-			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy,
+			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy, mem: mem,
 				table: policy.TableEntry{Weight: k.Weight, Counter: k.Connections,
 					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
 			mem.seen.missing = false
@@ -222,7 +223,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 	now := m.deps.Now()
 	for i := range rows {
 		d := rows[i].st
-		rec, known := m.state[d.Key]
+		rec, known := m.record(rows[i].mem, d.Key)
 		res := policy.ReconcileServer(rec, known, rows[i].table, d.Configured, rows[i].svc.HealthChecker, rows[i].state, now)
 		d.Record = res.Record
 		if !res.Changed {
@@ -234,7 +235,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 			// must hear of it (a drain on either director reaches both).
 			m.localEdits = append(m.localEdits, replica.Edit{Key: replica.DestKey(d.Key), Weight: d.Kernel})
 		}
-		m.state[d.Key] = res.Record
+		m.setRecord(d.Key, res.Record)
 		d.Reason = res.Reason
 		m.log.Info("ownership", "service", d.Key.Service, "server", d.Key.Dest,
 			"weight", d.Kernel, "state", res.Record.State, "set_by", res.Record.SetBy, "reason", res.Reason)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"lvs-feedback/replica"
 )
 
 // The cycle reuses its report's storage (CycleReport): what Last, Status
@@ -123,5 +125,30 @@ func TestKeptCapacityStepsSurviveLaterCycles(t *testing.T) {
 	}
 	if got := *explained.Dest.Decision.Trace.Capacity; fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", wantExplained) {
 		t.Errorf("Explain's capacity step changed under later cycles: %+v, want %+v", got, wantExplained)
+	}
+}
+
+// A destination's ownership record is cached between cycles; a record a
+// writer's snapshot changes without any weight write (here the default
+// weight an operator overrode there) must reach the next cycle.
+func TestAdoptedRecordReachesTheNextCycle(t *testing.T) {
+	r := newRig(t)
+	m := r.monitor(false)
+	cycle(t, m)
+	if got := statusOf(t, cycle(t, m), rsA).DefaultWeight; got != 10 {
+		t.Fatalf("A's default weight %d before the snapshot, want 10", got)
+	}
+	m.SetFollower(true)
+	snap := m.Snapshot()
+	for i := range snap.Dests {
+		if snap.Dests[i].Key == replica.DestKey(DestKey{Service: svcKey, Dest: rsA}) {
+			snap.Dests[i].DefaultOverride, snap.Dests[i].OverriddenConfig = 15, 10
+		}
+	}
+	if _, err := m.Adopt(snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := statusOf(t, cycle(t, m), rsA).DefaultWeight; got != 15 {
+		t.Errorf("A's default weight %d after adopting the writer's override, want 15", got)
 	}
 }
