@@ -96,7 +96,7 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 			*c.kernel = d.To
 		}
 		if d.RecordChanged {
-			m.state[c.key] = d.Record
+			m.setRecord(c.key, d.Record)
 			res.recordsChanged = true
 		}
 		st := &m.memory(c.key).policy
@@ -127,12 +127,13 @@ func (m *Monitor) applied(c change, err error, res *applied) error {
 // applyRows applies the rows' decisions (a cycle's or a backlog
 // check's) and brings their report entries up to date.
 func (m *Monitor) applyRows(rows []destRow) applied {
-	changes := make([]change, 0, len(rows)/8)
+	changes := m.changes[:0]
 	for i := range rows {
 		if d := rows[i].st; d.Decision.Write {
 			changes = append(changes, change{key: d.Key, d: &d.Decision, out: &d.Outcome, kernel: &d.KernelWeight})
 		}
 	}
+	m.changes = changes
 	return m.apply(changes)
 }
 
@@ -148,7 +149,7 @@ func (m *Monitor) applyOne(key DestKey, d *policy.Decision) (Outcome, error) {
 		return out, fmt.Errorf("%s: %w", key, out.Err)
 	}
 	if !d.Write && d.RecordChanged && !m.dryRun {
-		m.state[key] = d.Record // nothing to write: the record alone changes
+		m.setRecord(key, d.Record) // nothing to write: the record alone changes
 		res.recordsChanged = true
 	}
 	if res.recordsChanged {

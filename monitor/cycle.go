@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"lvs-feedback/replica"
 	"net/netip"
+	"slices"
 	"time"
 
 	"lvs-feedback/agent"
@@ -39,13 +40,21 @@ type DestStatus struct {
 	Decision policy.Decision
 	// Outcome is how applying the decision went.
 	Outcome Outcome
+	// capacity holds the capacity controller's step when there is one
+	// (Decision.Trace.Capacity points here): the record's own storage,
+	// reused with it.
+	capacity policy.CapacityStep
 	// Reason says why the weight or ownership changed, if it did: the
 	// decision's reason when written, else the ownership change found when
 	// reading the table.
 	Reason string
 }
 
-// CycleReport is the outcome of one cycle.
+// CycleReport is the outcome of one cycle. Its Dests are the monitor's
+// working storage, reused: they stay as they are through the next cycle or
+// backlog check and are overwritten by the one after (not with a history
+// recorder, which keeps every report). Whoever keeps a report longer keeps
+// a Clone; Last and Status return copies.
 type CycleReport struct {
 	Start    time.Time
 	Duration time.Duration
@@ -58,6 +67,23 @@ type CycleReport struct {
 	Schedulers map[ipvs.ServiceKey]string
 }
 
+// Clone returns a copy of rep that later cycles do not overwrite.
+func (rep CycleReport) Clone() CycleReport {
+	dests := slices.Clone(rep.Dests)
+	for i := range dests {
+		dests[i].copied(&rep.Dests[i])
+	}
+	rep.Dests = dests
+	return rep
+}
+
+// copied points d, a copy of *from, at its own storage.
+func (d *DestStatus) copied(from *DestStatus) {
+	if d.Decision.Trace.Capacity == &from.capacity {
+		d.Decision.Trace.Capacity = &d.capacity
+	}
+}
+
 // destRow carries one configured destination through a cycle; its
 // findings go into st, the destination's entry in the cycle's report.
 type destRow struct {
@@ -67,6 +93,7 @@ type destRow struct {
 	table  policy.TableEntry // what the table showed
 	seen   *observed
 	state  *policy.ServerState
+	mem    *destMemory // seen and state's
 }
 
 // Cycle runs one pass of the pipeline:
@@ -98,6 +125,14 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
 		Dests: dests, Params: m.engine.Params(), Schedulers: schedulers}
 	m.mu.Lock()
+	if m.deps.History == nil {
+		m.spare = m.last.Dests // the report before this one
+	} else {
+		// The recorder's goroutine reads every report after Cycle
+		// returns, maybe after the next cycles: it keeps them, and the
+		// next cycle fills new storage.
+		m.spare = nil
+	}
 	m.last = rep
 	m.mu.Unlock()
 	m.deps.Metrics.observeCycle(rep)
@@ -117,9 +152,19 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	for i := range m.cfg.Services {
 		n += len(m.cfg.Services[i].Servers)
 	}
-	// One allocation each for all entries and all rows.
-	out := make([]DestStatus, 0, n)
-	rows := make([]destRow, 0, n)
+	// The entries and rows of the report before last, or one allocation
+	// each when they are too few.
+	out, rows := m.spare[:0], m.rows[:0]
+	if cap(out) < n {
+		out = make([]DestStatus, 0, n)
+	}
+	if cap(rows) < n {
+		rows = make([]destRow, 0, n)
+	}
+	if m.byAddr == nil {
+		m.byAddr = map[netip.AddrPort]int{}
+	}
+	byAddr := m.byAddr
 	for i := range m.cfg.Services {
 		svc := &m.cfg.Services[i]
 		table, err := m.deps.Table.Destinations(svc.Key)
@@ -133,7 +178,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			}
 			continue
 		}
-		byAddr := make(map[netip.AddrPort]int, len(table))
+		clear(byAddr)
 		for j := range table {
 			byAddr[table[j].Addr] = j
 		}
@@ -155,7 +200,7 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			if mem.seen.missing {
 				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)
 			}
-			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy,
+			rows = append(rows, destRow{svc: svc, server: rs, seen: &mem.seen, state: &mem.policy, mem: mem,
 				table: policy.TableEntry{Weight: k.Weight, Counter: k.Connections,
 					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
 			mem.seen.missing = false
@@ -167,7 +212,8 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	for i := range rows {
 		rows[i].st = &out[i] // out is not appended to any more
 	}
-	return out, rows
+	m.spare, m.rows = out, rows
+	return out[:len(out):len(out)], rows
 }
 
 // reconcile applies the ownership rules (policy.ReconcileServer) to every
@@ -177,7 +223,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 	now := m.deps.Now()
 	for i := range rows {
 		d := rows[i].st
-		rec, known := m.state[d.Key]
+		rec, known := m.record(rows[i].mem, d.Key)
 		res := policy.ReconcileServer(rec, known, rows[i].table, d.Configured, rows[i].svc.HealthChecker, rows[i].state, now)
 		d.Record = res.Record
 		if !res.Changed {
@@ -189,7 +235,7 @@ func (m *Monitor) reconcile(rows []destRow) bool {
 			// must hear of it (a drain on either director reaches both).
 			m.localEdits = append(m.localEdits, replica.Edit{Key: replica.DestKey(d.Key), Weight: d.Kernel})
 		}
-		m.state[d.Key] = res.Record
+		m.setRecord(d.Key, res.Record)
 		d.Reason = res.Reason
 		m.log.Info("ownership", "service", d.Key.Service, "server", d.Key.Dest,
 			"weight", d.Kernel, "state", res.Record.State, "set_by", res.Record.SetBy, "reason", res.Reason)
@@ -226,7 +272,7 @@ func (m *Monitor) observe(rows []destRow) {
 func (m *Monitor) decide(rows []destRow) {
 	now := m.deps.Now()
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
-		ev := m.engine.Cycle(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group), m.follower, now)
+		ev := m.engine.Cycle(m.servicePolicy(&group[0]), m.serviceState(svc), m.servers(group), m.follower, now)
 		switch {
 		case ev.FrozeNow:
 			m.log.Warn("service frozen: too many servers unreachable at once, the director is probably cut off; weights left as they are",
@@ -254,12 +300,15 @@ func forEachService(rows []destRow, fn func(ipvs.ServiceKey, []destRow)) {
 	}
 }
 
-// servers lays out rows for policy.
-func servers(rows []destRow) []policy.Server {
-	out := make([]policy.Server, len(rows))
+// servers lays out rows for policy, in storage reused by the next call.
+func (m *Monitor) servers(rows []destRow) []policy.Server {
+	if cap(m.svs) < len(rows) {
+		m.svs = make([]policy.Server, len(rows))
+	}
+	out := m.svs[:len(rows)]
 	for i := range rows {
 		d := rows[i].st
-		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision}
+		out[i] = policy.Server{Obs: &d.Observed, State: rows[i].state, Out: &d.Decision, Step: &d.capacity}
 	}
 	return out
 }

@@ -14,6 +14,12 @@ import (
 	"lvs-feedback/policy"
 )
 
+// gatherJob is a probe or (agent) an agent poll of one row.
+type gatherJob struct {
+	r     *destRow
+	agent bool
+}
+
 // gather probes every row that is not drained and polls the agent of every
 // managed row, concurrently (at most cfg.Concurrency at once), each call
 // bounded by its timeout.
@@ -21,21 +27,18 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 	// One job per probe and per agent poll, run by a fixed pool of
 	// cfg.Concurrency workers (not a goroutine per job: at 10,000 servers
 	// that is 20,000 goroutines a cycle).
-	type job struct {
-		r     *destRow
-		agent bool
-	}
-	jobs := make([]job, 0, 2*len(rows))
+	jobs := m.jobs[:0]
 	for i := range rows {
 		r := &rows[i]
 		if r.st.Record.State == policy.DrainedByOperator {
 			continue
 		}
-		jobs = append(jobs, job{r: r})
+		jobs = append(jobs, gatherJob{r: r})
 		if r.st.Record.State == policy.Managed {
-			jobs = append(jobs, job{r: r, agent: true})
+			jobs = append(jobs, gatherJob{r: r, agent: true})
 		}
 	}
+	m.jobs = jobs
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(m.cfg.Concurrency, len(jobs)) {

@@ -65,7 +65,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	var suspects map[netip.AddrPort]struct{}
 	sinks := false
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
-		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), servers(group))
+		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), m.servers(group))
 		m.noteHashing(svc, policy.HashingScheduler(m.schedulers[svc]) && m.cfg.Guard.Enabled())
 		for i := range group {
 			m.logGuard(group[i].st.Key, &group[i].st.Decision)
@@ -109,7 +109,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 // what the connection table shows of its suspects (conns; nil: not read),
 // then a probe of each sinking or resetting one, then TakeDownSinks.
 func (m *Monitor) takeOut(ctx context.Context, svc ipvs.ServiceKey, group []destRow, conns map[ipvs.ConnKey]ipvs.ConnCounts) {
-	svs := servers(group)
+	svs := m.servers(group)
 	if conns != nil {
 		counts, ok := connsOf(svc, group, conns)
 		m.engine.TableEvidence(svs, counts, ok)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"lvs-feedback/replica"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -45,7 +46,10 @@ type Monitor struct {
 	deps   Deps
 	log    *slog.Logger
 
-	state State // ownership, persisted
+	state State // ownership, persisted; written only by setRecord
+	// stateGen counts the writes to state, from 1 (a destination's copy
+	// of its record is good while it is unchanged).
+	stateGen uint64
 	// mem and services: what the monitor remembers between cycles, in
 	// memory only. byConfig caches mem's entries by the configuration's
 	// [service][server] index (rebuilt after a reload), so that a cycle
@@ -73,6 +77,17 @@ type Monitor struct {
 
 	// opMu serialises cycles and operator requests (drain, undrain, reload).
 	opMu sync.Mutex
+
+	// Storage reused by cycles and backlog checks (under opMu): spare is
+	// the report entries the next one fills — the report before last's
+	// (CycleReport says how long a report stays) — and the rest is
+	// scratch no report refers to.
+	spare   []DestStatus
+	rows    []destRow
+	byAddr  map[netip.AddrPort]int
+	jobs    []gatherJob
+	svs     []policy.Server
+	changes []change
 
 	reloaded chan struct{} // Reload signals Reloaded: the interval may have changed
 
@@ -125,6 +140,7 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 		reloaded: make(chan struct{}, 1),
 	}
 	deps.Metrics.reload(true, float64(deps.Now().Unix())) // the initial load counts as one
+	m.stateGen = 1
 	st, err := deps.Store.Load()
 	var corrupt *CorruptStateError
 	switch {
@@ -148,6 +164,31 @@ func New(cfg Config, deps Deps, dryRun bool) (*Monitor, error) {
 type destMemory struct {
 	policy policy.ServerState
 	seen   observed
+
+	// The destination's ownership record as of write stateGen of
+	// Monitor.state (record); 0: not taken.
+	rec      policy.DestRecord
+	recKnown bool
+	recGen   uint64
+}
+
+// setRecord writes key's ownership record: every write to m.state goes
+// through here, so that no destination's copy (record) outlives it.
+func (m *Monitor) setRecord(key DestKey, rec policy.DestRecord) {
+	m.state[key] = rec
+	m.stateGen++
+}
+
+// record returns key's ownership record, from mem's copy when no record
+// has been written since it was taken: a steady cycle or check looks up
+// none of 10,000 records in the map.
+func (m *Monitor) record(mem *destMemory, key DestKey) (policy.DestRecord, bool) {
+	if mem.recGen == m.stateGen {
+		return mem.rec, mem.recKnown
+	}
+	rec, known := m.state[key]
+	mem.rec, mem.recKnown, mem.recGen = rec, known, m.stateGen
+	return rec, known
 }
 
 // observed is what the observation stage keeps about one destination
@@ -191,11 +232,11 @@ func (m *Monitor) Interval() time.Duration {
 	return m.cfg.Interval
 }
 
-// Last returns the report of the latest completed cycle.
+// Last returns a copy of the report of the latest completed cycle.
 func (m *Monitor) Last() CycleReport {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.last
+	return m.last.Clone()
 }
 
 // noteOnce logs msg once per key for the monitor's lifetime.

@@ -161,12 +161,13 @@ type Status struct {
 	Sync       *SyncStatus // nil for a director that runs alone
 }
 
-// Status returns the latest cycle's report and the running configuration.
-// It does not wait for a running cycle.
+// Status returns the latest cycle's report (a copy: the cycle after next
+// reuses the monitor's) and the running configuration. It does not wait
+// for a running cycle.
 func (m *Monitor) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{LastCycle: m.last, Config: m.cfg, ReloadedAt: m.reloadedAt, ReloadErr: m.reloadErr, Sync: m.sync}
+	return Status{LastCycle: m.last.Clone(), Config: m.cfg, ReloadedAt: m.reloadedAt, ReloadErr: m.reloadErr, Sync: m.sync}
 }
 
 // Explanation is the record of one server's weight in the last cycle,
@@ -190,17 +191,20 @@ type Term struct {
 
 // Explain returns the last cycle's record for one real server.
 func (m *Monitor) Explain(svc ipvs.ServiceKey, dst netip.AddrPort) (Explanation, error) {
-	st := m.Status()
+	// One record copied under the lock, not the whole report.
 	var d *DestStatus
-	for i := range st.LastCycle.Dests {
-		if k := st.LastCycle.Dests[i].Key; k.Service == svc && k.Dest == dst {
-			d = &st.LastCycle.Dests[i]
+	m.mu.Lock()
+	for i := range m.last.Dests {
+		if k := m.last.Dests[i].Key; k.Service == svc && k.Dest == dst {
+			d = new(m.last.Dests[i])
+			d.copied(&m.last.Dests[i])
 		}
 	}
+	p := m.last.Params
+	m.mu.Unlock()
 	if d == nil {
 		return Explanation{}, fmt.Errorf("%s %s: %w (or not in the IPVS table at the last cycle)", svc, dst, ErrNotManaged)
 	}
-	p := st.LastCycle.Params
 	c, in := p.Coefficients, d.Decision.Trace.Inputs
 	e := Explanation{Dest: *d, Params: p, Decision: Verdict(*d, p)}
 	for _, t := range []Term{

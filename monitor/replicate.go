@@ -147,7 +147,7 @@ func (m *Monitor) Adopt(snap replica.Snapshot, pending []replica.Edit) ([]replic
 		if skip[k] || !configured[k] {
 			continue
 		}
-		m.state[k] = policy.DestRecord{
+		m.setRecord(k, policy.DestRecord{
 			State:            policy.Ownership(d.State),
 			Written:          d.Weight,
 			DefaultOverride:  d.DefaultOverride,
@@ -155,7 +155,7 @@ func (m *Monitor) Adopt(snap replica.Snapshot, pending []replica.Edit) ([]replic
 			RestoreWeight:    d.RestoreWeight,
 			SetBy:            d.SetBy,
 			Held:             d.Held,
-		}
+		})
 		m.memory(k).policy.Resume(d.Carried, now)
 	}
 	if writes > 0 {
@@ -190,7 +190,7 @@ func (m *Monitor) replayEdit(k DestKey, weight int) error {
 		// (an etcd fleet's edits carry none, nor do an older director's):
 		// the operator's undrain there, as it was before drains were held.
 		rec.Held = false
-		m.state[k] = rec
+		m.setRecord(k, rec)
 	}
 	cur, err := m.kernelWeight(k.Service, k.Dest)
 	if err != nil {

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"lvs-feedback/ipvs"
 )
@@ -539,7 +540,12 @@ func pressures(servers []Server) ([]Pressures, Pressures) {
 // connections each served per unit of the busy fraction of its bottleneck
 // among the resources coef enables (Busy) — throughput ÷ utilisation —
 // smoothed over intervals (docs/design.md).
-type capacityController struct{ coef Coefficients }
+type capacityController struct {
+	coef Coefficients
+	// steps, when set, is scratch storage Measure reuses for the steps
+	// of the servers it is given (NewController sets it).
+	steps *[]CapacityStep
+}
 
 func (capacityController) Name() string { return ControllerCapacity }
 
@@ -564,7 +570,13 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		}
 		return
 	}
-	steps := make([]CapacityStep, len(servers))
+	var steps []CapacityStep // every entry set below
+	if cc.steps != nil {
+		steps = slices.Grow((*cc.steps)[:0], len(servers))[:len(servers)]
+		*cc.steps = steps
+	} else {
+		steps = make([]CapacityStep, len(servers))
+	}
 	var busies []float64
 	for i, sv := range servers {
 		o := sv.Obs
@@ -578,13 +590,18 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	light := p.light()
 	// The director's inputs count only above their shipped coefficients
 	// (DirectorSensitivity); at or below them no server's needs reading.
-	x, ref := make([]Pressures, len(servers)), Pressures{}
+	var x []Pressures // nil: no server's are read, all count as zero
+	var ref Pressures
 	if DirectorCorrected(cc.coef) {
 		x, ref = pressures(servers)
 	}
 	for i, sv := range servers {
 		if sv.Obs.agentOK() {
-			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, light, steps[i].Bottleneck, x[i], ref, cc.coef)
+			var xi Pressures
+			if x != nil {
+				xi = x[i]
+			}
+			steps[i].Reading, steps[i].Driver = Reading(steps[i].Busy, medianBusy, light, steps[i].Bottleneck, xi, ref, cc.coef)
 		}
 	}
 	allLight := Light(busies, light)
@@ -694,8 +711,23 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			}
 		}
 	}
+	// The step goes where the caller keeps it with the decision, or to
+	// new storage (never the scratch, which the next call overwrites).
+	kept := steps
+	if cc.steps != nil {
+		kept = nil
+	}
 	for i, sv := range servers {
-		sv.Out.Trace.Capacity = &steps[i]
+		if sv.Step != nil {
+			*sv.Step = steps[i]
+			sv.Out.Trace.Capacity = sv.Step
+			continue
+		}
+		if kept == nil {
+			kept = make([]CapacityStep, len(servers))
+		}
+		kept[i] = steps[i]
+		sv.Out.Trace.Capacity = &kept[i]
 	}
 }
 

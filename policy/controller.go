@@ -31,7 +31,7 @@ func NewController(p WeightParams, c Coefficients) (Controller, error) {
 	case ControllerLVS:
 		return lvsFormula{}, nil
 	case ControllerCapacity:
-		return capacityController{coef: c}, nil
+		return capacityController{coef: c, steps: new([]CapacityStep)}, nil
 	}
 	return nil, fmt.Errorf("weight.controller must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
 }

@@ -241,10 +241,16 @@ type Events struct {
 }
 
 // Engine makes the decisions. Build it with NewEngine when a configuration
-// is loaded; it holds no state of its own.
+// is loaded; it holds no state of its own, only scratch storage: one call
+// at a time.
 type Engine struct {
 	p    Params
 	ctrl Controller
+
+	// Scratch reused by every call (an engine decides one service at a
+	// time): the servers in rotation and their new connections.
+	rotation []Server
+	conns    []int64
 }
 
 // NewEngine returns an engine for p, with the controller p names.
@@ -265,6 +271,9 @@ type Server struct {
 	Obs   *Observed
 	State *ServerState
 	Out   *Decision
+	// Step, if not nil, is where the capacity controller puts its step
+	// (Out.Trace.Capacity points there); nil: new storage.
+	Step *CapacityStep
 }
 
 // Cycle decides one service's weights for one cycle: inputs and loads,
@@ -292,14 +301,14 @@ func (e *Engine) Cycle(s Service, st *ServiceState, servers []Server, follower b
 // assess computes the inputs and loads of the servers in rotation
 // (managed, reachable, weight above 0), and the controller's measurement.
 func (e *Engine) assess(s Service, servers []Server, follower bool) {
-	var rotation []Server
-	var conns []int64
+	rotation, conns := e.rotation[:0], e.conns[:0]
 	for _, sv := range servers {
 		if o := sv.Obs; o.Record.State == Managed && o.reachable() && o.Kernel > 0 {
 			rotation = append(rotation, sv)
 			conns = append(conns, o.NewConns)
 		}
 	}
+	e.rotation, e.conns = rotation, conns
 	if len(rotation) == 0 {
 		return
 	}
