@@ -316,9 +316,7 @@ func (m *Monitor) servers(rows []destRow) []policy.Server {
 // servicePolicy is what policy needs to know of r's service.
 func (m *Monitor) servicePolicy(r *destRow) policy.Service {
 	sched := m.schedulers[r.st.Key.Service]
-	_, conns := m.deps.Table.(ipvs.ConnReader)
-	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: policy.HashingScheduler(sched), Counting: policy.CountingScheduler(sched),
-		ConnTable: conns}
+	return policy.Service{Reference: r.svc.Probe.Reference, Hashing: policy.HashingScheduler(sched), Counting: policy.CountingScheduler(sched)}
 }
 
 // finish completes the report's entries after apply: the ownership and

@@ -227,10 +227,6 @@ type Service struct {
 	// connections itself (CountingScheduler); the backlog guard acts on a
 	// backlog that is there, not on one it predicts.
 	Counting bool
-	// ConnTable: the monitor reads the connection table for the
-	// service's dead-looking servers after each backlog check
-	// (TableEvidence); a predicted cut waits for that reading.
-	ConnTable bool
 }
 
 // Events are what happened to a service in a cycle, for the log.

@@ -233,10 +233,6 @@ const (
 	spreadMinChecks = 10
 )
 
-// spreadRun is the checks of growth in a run (prediction.grows) from which
-// a server's excess is no longer folded into its Spread.
-const spreadRun = 2
-
 // Fold takes the excess x of a check.
 func (s *Spread) Fold(x float64) {
 	s.N++
@@ -312,14 +308,6 @@ type GuardState struct {
 	Served        float64
 	Rated         bool
 	RateChecks    int // the checks of the span Arrivals and Served were taken over
-	// Handshakes is how many of its connections waited for their handshake
-	// at the last reading of the connection table that covered the server
-	// (TableEvidence): a server that answers nobody piles them up, a slow
-	// one completes its handshakes and holds its connections established.
-	// It outlives a hold. ReadInRun: the table was read for the server
-	// since its excess began its run of growth (Grows).
-	Handshakes int
-	ReadInRun  bool
 }
 
 // rates folds the kernel's counter and the server's active connections at
@@ -338,8 +326,7 @@ func (gs *GuardState) rates(counter uint32, active int) {
 // kept is a fresh GuardState that keeps what outlives a hold.
 func (gs GuardState) kept() GuardState {
 	return GuardState{Usual: gs.Usual, Level: gs.Level, Spread: gs.Spread, Counter: gs.Counter, CounterActive: gs.CounterActive,
-		Since: gs.Since, CounterSet: gs.CounterSet, Arrivals: gs.Arrivals, Served: gs.Served, Rated: gs.Rated, RateChecks: gs.RateChecks,
-		Handshakes: gs.Handshakes}
+		Since: gs.Since, CounterSet: gs.CounterSet, Arrivals: gs.Arrivals, Served: gs.Served, Rated: gs.Rated, RateChecks: gs.RateChecks}
 }
 
 // usualSmoothing is the decay per cycle of a server's usual backlog ratio:
@@ -494,7 +481,6 @@ type GuardPrediction struct {
 	Excess, Backlog, Bar float64 // its excess now, at the next check, the bar
 	Grows                int     // checks of growth in its run
 	Rated, FinishingLess bool    // the counter's rates known; finishing fewer than sent
-	Handshakes           int     // waiting for their handshake at the last table reading
 	Over                 bool    // every condition met: cut
 }
 
@@ -618,9 +604,6 @@ func Unanswered(c ipvs.ConnCounts) bool {
 // monitor then probes the resetting ones and calls TakeDownSinks.
 func (e *Engine) TableEvidence(servers []Server, conns []ipvs.ConnCounts, ok []bool) {
 	for i, sv := range servers {
-		if ok[i] {
-			sv.State.Guard.Handshakes, sv.State.Guard.ReadInRun = conns[i].Handshakes, true
-		}
 		if !ok[i] || !sv.State.Guard.Suspect || sv.Obs.Record.State != Managed || sv.Obs.Kernel <= 0 {
 			continue
 		}
@@ -716,7 +699,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			e.holdOrRelease(o, gs, d, &tr, med, inCycle, on, predict)
 		default:
 			gs.rates(o.Counter, o.ActiveConns)
-			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on, predict, suspect && s.ConnTable)
+			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on, predict)
 		}
 		gs.Suspect = suspect
 		if tr.Event != GuardNone || gs.Holding() || tr.Prediction != nil {
@@ -732,13 +715,13 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 // backlogged (or starved) at two checks in a row is cut (or raised); with
 // predict (Predict, and a scheduler that places by weight alone), one whose
 // backlog is predicted at the next check (predicted) is cut as soon as it is.
-func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on, predict, awaitTable bool) {
+func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrace, med, sinkMed float64, building, inCycle, on, predict bool) {
 	g, gs := e.p.Guard, &st.Guard
 	ratio, excess := BacklogRatio(o.ActiveConns, o.Kernel, gs.expectedMedian(med))
 	share := gs.expectedMedian(med) * float64(o.Kernel) // what the median says it holds
 	over := on && ratio >= g.Trigger && excess >= float64(g.MinExcess) && gs.overLevel(o.ActiveConns, o.Kernel, share, g)
 	under := on && g.Raise && Starved(ratio, excess, building, g)
-	pr := gs.predicted(o, excess, share, g, awaitTable)
+	pr := gs.predicted(o, excess, share, g)
 	// At every cycle, over or under as well: a server that is always
 	// below its share is what the usual ratio is for. A server in slow
 	// start, or expected to hold less than one connection, says nothing
@@ -752,7 +735,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	}
 	if on && predict && !inCycle && pr.bar > 0 && excess >= pr.bar/2 {
 		tr.Prediction = &GuardPrediction{Excess: excess, Backlog: pr.backlog, Bar: pr.bar, Grows: pr.grows,
-			Rated: gs.Rated, FinishingLess: gs.Rated && FinishingLess(gs.Arrivals, gs.Served, gs.RateChecks), Handshakes: gs.Handshakes, Over: pr.over}
+			Rated: gs.Rated, FinishingLess: gs.Rated && FinishingLess(gs.Arrivals, gs.Served, gs.RateChecks), Over: pr.over}
 	}
 	early := on && predict && !inCycle && pr.over
 	cut := !inCycle && (early || gs.Over && over && Backlogged(ratio, excess, o.ActiveConns, gs.PrevActive, g))
@@ -763,13 +746,7 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	gs.PrevInactive, gs.Checked = o.InactiveConns, true
 	gs.Excess, gs.ExcessSet, gs.Grows = excess, true, pr.grows
-	gs.ReadInRun = gs.ReadInRun && pr.grows > 0
-	// A run of growth is no scatter: folded in, a backlog building a few
-	// connections a check raised its own bar (PredictBar) as fast as it
-	// grew, and the prediction never came before the level test. A queue
-	// that scatters falls by a connection at least every other check, and
-	// its scatter is learnt from those checks and the ones between.
-	if !inCycle && pr.grows < spreadRun {
+	if !inCycle {
 		gs.Spread.Fold(excess)
 	}
 	switch {
@@ -830,16 +807,8 @@ type prediction struct {
 // grows at every other one — the excess already predictNow of the bar (a
 // backlog that is there, not noise extrapolated), and the kernel's counter
 // agreeing: over its latest span the server finished fewer connections
-// than it was sent (CheckRates). Not while the last reading of the
-// connection table showed its handshakes piling up (Handshakes), nor, when
-// it looks dead at this check and the table is read for it after the check
-// (awaitTable), before that reading in this run of growth: a server
-// that answers nobody is taken out on that evidence (Unanswered), which
-// needs its new connections to outnumber those caught open by the failure
-// — cut to a fraction of its weight first, it was sent too few for that,
-// and stayed in rotation until its probes failed at the cycles. The level
-// rule still cuts it, later, as it does under every scheduler.
-func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams, awaitTable bool) prediction {
+// than it was sent (CheckRates).
+func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams) prediction {
 	var p prediction
 	if !gs.ExcessSet || !gs.Spread.Known() {
 		return p
@@ -866,7 +835,6 @@ func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams
 	bar := p.bar
 	p.over = p.grows >= predictGrows && p.backlog >= bar && excess >= predictNow*bar &&
 		gs.Rated && FinishingLess(gs.Arrivals, gs.Served, gs.RateChecks) &&
-		gs.Handshakes < handshakeMin && (!awaitTable || gs.ReadInRun) &&
 		gs.overLevel(int(math.Round(share+p.backlog)), o.Kernel, share, g)
 	return p
 }
