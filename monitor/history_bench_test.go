@@ -63,12 +63,11 @@ func BenchmarkHistory(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer w.Close()
-			var recs []history.Record
+			var rb recordBuilder
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				recs = historyRecords(rep, recs[:0])
-				if err := w.Write(recs); err != nil {
+				if err := w.Write(rb.records(rep)); err != nil {
 					b.Fatal(err)
 				}
 			}
