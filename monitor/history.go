@@ -153,19 +153,23 @@ func (m *Monitor) recordHistory(rep CycleReport) {
 // recordBuilder turns each cycle's report into records, reusing its
 // memory from one cycle to the next (at 10,000 destinations, a dozen
 // allocations a record were most of the recorder's cost): the records it
-// returns are valid until its next call.
+// returns are valid until its next call. A destination's names are
+// formatted again only when another one takes its place in the report.
 type recordBuilder struct {
 	recs  []history.Record
 	parts []recordParts
-	names map[DestKey]destNames
 }
 
 // destNames are a destination's service and server as a record spells
 // them, formatted once.
 type destNames struct{ service, server string }
 
-// recordParts holds what a record's pointers point to.
+// recordParts holds what a record's pointers point to, and the names of
+// the destination it was last built for.
 type recordParts struct {
+	key                                DestKey
+	names                              destNames
+	named                              bool
 	newConns                           int64
 	probe, load, ctrlBefore, ctrlAfter float64
 	factor, fLoad, fStep, fRaw, fAfter float64
@@ -183,22 +187,17 @@ type recordParts struct {
 func (b *recordBuilder) records(rep CycleReport) []history.Record {
 	n := len(rep.Dests)
 	if cap(b.parts) < n {
-		b.parts = make([]recordParts, n)
+		b.parts = append(b.parts[:cap(b.parts)], make([]recordParts, n-cap(b.parts))...)
 		b.recs = make([]history.Record, n)
 	}
 	b.parts, b.recs = b.parts[:n], b.recs[:n]
-	if b.names == nil || len(b.names) > 2*n+64 { // forget destinations long gone
-		b.names = make(map[DestKey]destNames, n)
-	}
 	start := rep.Start.UTC()
 	for i := range rep.Dests {
-		d := &rep.Dests[i]
-		nm, ok := b.names[d.Key]
-		if !ok {
-			nm = destNames{d.Key.Service.String(), d.Key.Dest.String()}
-			b.names[d.Key] = nm
+		d, p := &rep.Dests[i], &b.parts[i]
+		if !p.named || p.key != d.Key {
+			p.key, p.names, p.named = d.Key, destNames{d.Key.Service.String(), d.Key.Dest.String()}, true
 		}
-		fillRecord(&b.recs[i], &b.parts[i], start, nm, d)
+		fillRecord(&b.recs[i], p, start, p.names, d)
 	}
 	return b.recs
 }

@@ -300,8 +300,9 @@ func TestHistoryAgentRawMatchesTheAgents(t *testing.T) {
 }
 
 // The recorder's builder reuses its memory from cycle to cycle: a record
-// after a cycle that had more figures holds exactly what a record built
-// afresh does, nothing left over.
+// after a cycle that had more figures, or another destination in its
+// place, holds exactly what a record built afresh does, nothing left
+// over.
 func TestHistoryBuilderReuse(t *testing.T) {
 	m, _, _ := historyRig(t, t.TempDir(), false)
 	full := cycle(t, m)
@@ -317,8 +318,11 @@ func TestHistoryBuilderReuse(t *testing.T) {
 		d.Decision.Trace.Load, d.Decision.Trace.CtrlBefore, d.Decision.Trace.CtrlAfter = math.NaN(), math.NaN(), math.NaN()
 		d.Decision.Trace.Capacity, d.Decision.Trace.Formula, d.Decision.Trace.Compare, d.Decision.Trace.Guard = nil, nil, nil, nil
 	}
+	// Another destination in a place: its own names, not the last one's.
+	swapped := full
+	swapped.Dests = []DestStatus{full.Dests[1], full.Dests[0]}
 	var b recordBuilder
-	for _, rep := range []CycleReport{full, bare, full} {
+	for _, rep := range []CycleReport{full, bare, full, swapped, {Start: full.Start}, full} {
 		got := b.records(rep)
 		for i := range rep.Dests {
 			want := historyRecord(rep, &rep.Dests[i])
