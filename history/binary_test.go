@@ -177,3 +177,15 @@ func FuzzReadFile(f *testing.F) {
 		}
 	})
 }
+
+// A line of a JSON-lines file longer than a reader holds is skipped
+// with a note; the lines around it read.
+func TestJSONLineTooLong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), JSONFileName)
+	writeJSONFile(t, path, []Record{rec(1, 1, "192.0.2.10:80/tcp")}, `{"v":1,"reason":"`+strings.Repeat("x", maxLine)+"\"}\n", `{"v":1,"service":"192.0.2.10:80/tcp"}`+"\n")
+	n := 0
+	notes, err := ReadFile(path, Filter{}, func(Record) { n++ })
+	if err != nil || n != 2 || len(notes) != 1 || notes[0].String() != path+":2: skipped: not a history record: a line longer than 1048576 bytes" {
+		t.Fatalf("%d records, notes %v, %v", n, notes, err)
+	}
+}

@@ -133,21 +133,34 @@ func ReadFile(path string, f Filter, fn func(Record)) ([]Skipped, error) {
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	defer file.Close()
-	r := bufio.NewReaderSize(file, 64<<10)
+	r := bufio.NewReaderSize(file, maxLine)
 	head, err := r.Peek(len(fileMagic))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("history: %s: %w", path, err)
 	}
-	if string(head) == fileMagic {
+	if len(head) > 0 && string(head) == fileMagic[:len(head)] { // a header cut short too
 		return readBinary(path, file, f, fn)
 	}
 	return readJSON(path, r, f, fn)
 }
 
+// maxLine bounds a line of a JSON-lines file: a reader holds no more.
+const maxLine = 1 << 20
+
 func readJSON(path string, r *bufio.Reader, f Filter, fn func(Record)) ([]Skipped, error) {
 	var notes []Skipped
 	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err == nil {
+				notes = append(notes, Skipped{File: path, Line: n, Why: fmt.Sprintf("not a history record: a line longer than %d bytes", maxLine)})
+				continue
+			}
+			line = []byte("cut")
+		}
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {
 				notes = append(notes, Skipped{File: path, Line: n, Why: "incomplete last line (a write in progress, or cut short by a crash)"})
