@@ -49,7 +49,8 @@ demo: build
 # config loader, the sync frame verifier, payload decoder and header check
 # (what the listener reads before a frame authenticates), the pusher's
 # parsing of hellos and acknowledgements, the node_exporter parser and the
-# saved IPVS table reader (lvs-monitor -dry-run -table). Seed corpora are
+# saved IPVS table reader (lvs-monitor -dry-run -table) and the history
+# file reader. Seed corpora are
 # committed under each package's testdata/fuzz and run by `make test`.
 FUZZTIME ?= 20s
 fuzz:
@@ -61,6 +62,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPusherReplies$$' -fuzztime $(FUZZTIME) ./scheduler/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./nodeexp/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadTable$$' -fuzztime $(FUZZTIME) ./ipvs/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadFile$$' -fuzztime $(FUZZTIME) ./history/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
 # (docs/scale.md). Not part of `make test`: it takes 5 minutes.

@@ -1,23 +1,30 @@
-// Package history owns the cycle history file: one JSON line per managed
-// server per cycle, in the state directory, bounded and rotated by rename
-// (history.jsonl → history.jsonl.1 → …). lvs-monitor writes it (Writer);
-// lvsctl history and any other tool read it (Read). It imports the
-// standard library and internal/statedir (the writer opens its files
-// there, never through a link) only, so that lvsctl stays lean;
-// docs/history.md describes every field.
+// Package history owns the cycle history files: one record per managed
+// server per cycle, in the state directory, in a compact binary format,
+// bounded and rotated by rename (history.bin → history.bin.1 → …).
+// lvs-monitor writes them (Writer); lvsctl history and any other tool
+// read them (Read), and the JSON-lines files of the older format
+// (history.jsonl…) too. It imports the standard library and
+// internal/statedir (the writer opens its files there, never through a
+// link) only, so that lvsctl stays lean; docs/history.md describes the
+// format and every field.
 package history
 
 import "time"
 
-// SchemaVersion is the version of Record this package writes, the "v" of
-// every line. A reader skips lines of another version (with a note):
-// fields are only ever added within a version; a renamed or retyped field
-// is a new version.
+// SchemaVersion is the version of Record's fields, the "v" of every
+// record (and of every line of the older JSON-lines files). A reader
+// skips lines of another version (with a note): fields are only ever
+// added within a version; a renamed or retyped field is a new version.
 const SchemaVersion = 1
 
 // FileName is the current history file in the state directory; the
 // rotated ones are FileName.1 (the newest) to FileName.N.
-const FileName = "history.jsonl"
+const FileName = "history.bin"
+
+// JSONFileName is the current file of the older JSON-lines format (one
+// JSON object per line), which readers still read and the writer no
+// longer writes; its rotated files are JSONFileName.1 to JSONFileName.N.
+const JSONFileName = "history.jsonl"
 
 // DefaultDir is lvs-monitor's default state_dir, where lvsctl history
 // looks when the configuration names none.

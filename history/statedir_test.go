@@ -107,7 +107,7 @@ func TestOpenRefusesSharedDir(t *testing.T) {
 // Files are created 0600 whatever the umask.
 func TestCreatedPrivate(t *testing.T) {
 	dir := t.TempDir()
-	one := lineLen(t, rec(1, 1, "192.0.2.10:80/tcp"))
+	one := frameHeaderLen + recLen(t, rec(1, 1, "192.0.2.10:80/tcp"))
 	w, err := Open(dir, Limits{MaxSize: 4096, Files: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package history
 
 import (
-	"encoding/json"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,20 +32,34 @@ func (l Limits) Check() error {
 	return nil
 }
 
-// Writer appends records to DIR/history.jsonl and rotates it by rename
-// before a line would take it past MaxSize: history.jsonl becomes
-// history.jsonl.1, .1 becomes .2, and so on; the oldest beyond Files is
-// removed. Each Write is one write(2) per file touched, never fsynced: a
-// crash or power loss loses at most the last cycle, and leaves at most one
-// partial last line, which Read skips and the next Open ends with a
-// newline. A Writer is not safe for concurrent use.
+// Writer appends records to DIR/history.bin, in frames of the binary
+// format, and rotates it by rename before a frame would take it past
+// MaxSize: history.bin becomes history.bin.1, .1 becomes .2, and so on;
+// the oldest beyond Files is removed, files of the older JSON-lines
+// format (history.jsonl…) counting as older than all of them. Each Write
+// is one write(2) per file touched, never fsynced: a crash or power loss
+// loses at most the last cycle, and leaves at most one partial frame,
+// which Read skips (finding the next frame by its marker and checksum).
+// A Writer is not safe for concurrent use.
 type Writer struct {
-	dir  *statedir.Dir
-	lim  Limits
-	f    *os.File // nil after a failure: the next Write reopens
-	size int64    // bytes in the current file
-	buf  []byte
+	dir   *statedir.Dir
+	lim   Limits
+	f     *os.File // nil after a failure: the next Write reopens
+	size  int64    // bytes in the current file
+	buf   []byte   // frames not yet written
+	frame int      // start of the open frame in buf; -1: none
+	rec   []byte   // the record being encoded
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// fileHeader is what every binary history file starts with.
+func fileHeader() []byte {
+	return binary.LittleEndian.AppendUint32([]byte(fileMagic), FormatVersion)
+}
+
+// errForeignFile is a current file that is not of this format version.
+var errForeignFile = errors.New("not a history file of this format version")
 
 // Open opens the history in dir for appending. dir must exist and be
 // private (statedir.Open: no other user can write it); the files are
@@ -57,10 +73,10 @@ func Open(dir string, lim Limits) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	w := &Writer{dir: d, lim: lim}
+	w := &Writer{dir: d, lim: lim, frame: -1}
 	err = w.prune()
 	if err == nil {
-		err = w.open()
+		err = w.open(true)
 	}
 	if err != nil {
 		d.Close()
@@ -70,7 +86,8 @@ func Open(dir string, lim Limits) (*Writer, error) {
 }
 
 // prune removes the rotated files beyond Limits.Files, left by a run
-// that kept more.
+// that kept more, or of the older format (older than every file of this
+// one).
 func (w *Writer) prune() error {
 	files, err := Files(w.dir.Path())
 	if err != nil {
@@ -93,66 +110,110 @@ func (w *Writer) prune() error {
 // Path is the current history file.
 func (w *Writer) Path() string { return w.dir.Join(FileName) }
 
-// open opens the current file and, if its last line was cut short (a
-// crash in the middle of a write), ends it, so that the next record
-// starts a line of its own and only the cut one is lost.
-func (w *Writer) open() error {
-	f, err := w.dir.OpenFile(FileName, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("open history: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("open history: %w", err)
-	}
-	size := fi.Size()
-	if size > 0 {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, size-1); err != nil {
+// open opens the current file. A header cut short (a crash as the file
+// was started) is cut off; an empty file gets its header with the first
+// frame, so that a history never written to stays empty. A current file
+// that does not start with this format's header (a newer lvs-monitor ran
+// here) is rotated away, for its readers, when rotateForeign is set (at
+// Open), else refused: the file changed under the writer.
+func (w *Writer) open(rotateForeign bool) error {
+	for range 2 {
+		f, err := w.dir.OpenFile(FileName, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("open history: %w", err)
+		}
+		size, err := checkHeader(f)
+		if errors.Is(err, errForeignFile) && rotateForeign {
 			f.Close()
-			return fmt.Errorf("open history: read its last byte: %w", err)
-		}
-		if last[0] != '\n' {
-			if _, err := f.Write([]byte{'\n'}); err != nil {
-				f.Close()
-				return fmt.Errorf("open history: end its cut last line: %w", err)
+			if err := w.shift(); err != nil {
+				return err
 			}
-			size++
+			continue
 		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("open history %s: %w", w.Path(), err)
+		}
+		w.f, w.size = f, size
+		return nil
 	}
-	w.f, w.size = f, size
-	return nil
+	return fmt.Errorf("open history %s: %w", w.Path(), errForeignFile)
 }
 
-// Write appends recs, one line each, rotating as needed. A record that
-// cannot be encoded is left out and reported; a disk error drops the
-// rest of the batch, and the next Write reopens the file. The error joins
-// every failure.
+// checkHeader returns the size of f, after cutting off a header cut
+// short; a file that does not start with this format's header is
+// errForeignFile.
+func checkHeader(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size()
+	if size == 0 {
+		return 0, nil
+	}
+	want := fileHeader()
+	hdr := make([]byte, min(size, int64(len(want))))
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		return 0, fmt.Errorf("read its header: %w", err)
+	}
+	if !bytes.Equal(hdr, want[:len(hdr)]) {
+		return 0, errForeignFile
+	}
+	if len(hdr) < len(want) {
+		if err := f.Truncate(0); err != nil {
+			return 0, fmt.Errorf("cut off its partial header: %w", err)
+		}
+		return 0, nil
+	}
+	return size, nil
+}
+
+// Write appends recs, rotating as needed. A record that cannot be
+// encoded (a figure that is not finite, a text longer than 64 KiB) is
+// left out and reported; a disk error drops the rest of the batch, and
+// the next Write reopens the file. The error joins every failure.
 func (w *Writer) Write(recs []Record) error {
 	if w.f == nil {
-		if err := w.open(); err != nil {
+		if err := w.open(false); err != nil {
 			return err
 		}
 	}
 	var errs []error
-	w.buf = w.buf[:0]
+	w.buf, w.frame = w.buf[:0], -1
+	if w.size == 0 {
+		w.buf = append(w.buf, fileHeader()...)
+	}
 	for i := range recs {
-		line, err := json.Marshal(&recs[i])
+		var err error
+		w.rec, err = appendRecord(w.rec[:0], &recs[i])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("history record %s %s: %w", recs[i].Service, recs[i].Server, err))
 			continue
 		}
-		line = append(line, '\n')
-		if w.size+int64(len(w.buf)+len(line)) > w.lim.MaxSize && w.size+int64(len(w.buf)) > 0 {
+		add := int64(uvarintLen(len(w.rec)) + len(w.rec))
+		newFrame := w.frame < 0 || len(w.buf)-w.frame-frameHeaderLen+int(add) > frameTarget
+		if newFrame {
+			add += frameHeaderLen
+		}
+		if w.size+int64(len(w.buf))+add > w.lim.MaxSize && w.size+int64(len(w.buf)) > int64(headerLen) {
 			if err := w.flush(); err != nil {
 				return errors.Join(append(errs, err)...)
 			}
 			if err := w.rotate(); err != nil {
 				return errors.Join(append(errs, err)...)
 			}
+			w.buf = append(w.buf, fileHeader()...)
+			newFrame = true
 		}
-		w.buf = append(w.buf, line...)
+		if newFrame {
+			w.closeFrame()
+			w.frame = len(w.buf)
+			w.buf = append(w.buf, frameMarker...)
+			w.buf = append(w.buf, make([]byte, frameHeaderLen-len(frameMarker))...)
+		}
+		w.buf = binary.AppendUvarint(w.buf, uint64(len(w.rec)))
+		w.buf = append(w.buf, w.rec...)
 	}
 	if err := w.flush(); err != nil {
 		errs = append(errs, err)
@@ -160,8 +221,28 @@ func (w *Writer) Write(recs []Record) error {
 	return errors.Join(errs...)
 }
 
-// flush writes the pending lines to the current file.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+// closeFrame sets the open frame's length and checksum.
+func (w *Writer) closeFrame() {
+	if w.frame < 0 {
+		return
+	}
+	payload := w.buf[w.frame+frameHeaderLen:]
+	binary.LittleEndian.PutUint32(w.buf[w.frame+4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(w.buf[w.frame+8:], crc32.Checksum(payload, castagnoli))
+	w.frame = -1
+}
+
+// flush writes the pending frames to the current file.
 func (w *Writer) flush() error {
+	w.closeFrame()
 	if len(w.buf) == 0 {
 		return nil
 	}
@@ -183,6 +264,18 @@ func (w *Writer) rotate() error {
 		return fmt.Errorf("rotate history: %w", err)
 	}
 	w.f = nil
+	if err := w.shift(); err != nil {
+		return err
+	}
+	if err := w.prune(); err != nil {
+		return err
+	}
+	return w.open(false)
+}
+
+// shift renames the current file to .1, .1 to .2, and so on, removing
+// the one beyond Files.
+func (w *Writer) shift() error {
 	numbered := func(i int) string { return FileName + "." + strconv.Itoa(i) }
 	if err := w.dir.Remove(numbered(w.lim.Files - 1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("rotate history: %w", err)
@@ -195,7 +288,7 @@ func (w *Writer) rotate() error {
 	if err := w.dir.Rename(FileName, numbered(1)); err != nil {
 		return fmt.Errorf("rotate history: %w", err)
 	}
-	return w.open()
+	return nil
 }
 
 // Close closes the current file and the directory.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"time"
 
 	"lvs-feedback/history"
 	"lvs-feedback/policy"
@@ -86,14 +87,13 @@ func (r *Recorder) Path() string { return r.w.Path() }
 
 func (r *Recorder) run() {
 	defer close(r.done)
-	var recs []history.Record
+	var b recordBuilder
 	for it := range r.queue {
 		if it.flushed != nil {
 			close(it.flushed)
 			continue
 		}
-		recs = historyRecords(it.rep, recs[:0])
-		err := r.w.Write(recs)
+		err := r.w.Write(b.records(it.rep))
 		switch {
 		case err != nil:
 			r.metrics.historyError()
@@ -150,20 +150,71 @@ func (m *Monitor) recordHistory(rep CycleReport) {
 	}
 }
 
-// historyRecords appends the records of rep's destinations to out: every
-// figure as the cycle's report holds it, none recomputed.
-func historyRecords(rep CycleReport, out []history.Record) []history.Record {
-	for i := range rep.Dests {
-		out = append(out, historyRecord(rep, &rep.Dests[i]))
-	}
-	return out
+// recordBuilder turns each cycle's report into records, reusing its
+// memory from one cycle to the next (at 10,000 destinations, a dozen
+// allocations a record were most of the recorder's cost): the records it
+// returns are valid until its next call. A destination's names are
+// formatted again only when another one takes its place in the report.
+type recordBuilder struct {
+	recs  []history.Record
+	parts []recordParts
 }
 
+// destNames are a destination's service and server as a record spells
+// them, formatted once.
+type destNames struct{ service, server string }
+
+// recordParts holds what a record's pointers point to, and the names of
+// the destination it was last built for.
+type recordParts struct {
+	key                                DestKey
+	names                              destNames
+	named                              bool
+	newConns                           int64
+	probe, load, ctrlBefore, ctrlAfter float64
+	factor, fLoad, fStep, fRaw, fAfter float64
+	ratio, median                      float64
+	agent                              history.Agent
+	inputs                             history.Inputs
+	capacity                           history.Capacity
+	formula                            history.Formula
+	compare                            history.Compare
+	guard                              history.Guard
+}
+
+// records returns the records of rep's destinations: every figure as the
+// cycle's report holds it, none recomputed.
+func (b *recordBuilder) records(rep CycleReport) []history.Record {
+	n := len(rep.Dests)
+	if cap(b.parts) < n {
+		b.parts = append(b.parts[:cap(b.parts)], make([]recordParts, n-cap(b.parts))...)
+		b.recs = make([]history.Record, n)
+	}
+	b.parts, b.recs = b.parts[:n], b.recs[:n]
+	start := rep.Start.UTC()
+	for i := range rep.Dests {
+		d, p := &rep.Dests[i], &b.parts[i]
+		if !p.named || p.key != d.Key {
+			p.key, p.names, p.named = d.Key, destNames{d.Key.Service.String(), d.Key.Dest.String()}, true
+		}
+		fillRecord(&b.recs[i], p, start, p.names, d)
+	}
+	return b.recs
+}
+
+// historyRecord is the record of d in rep, in memory of its own.
 func historyRecord(rep CycleReport, d *DestStatus) history.Record {
+	var r history.Record
+	fillRecord(&r, new(recordParts), rep.Start.UTC(), destNames{d.Key.Service.String(), d.Key.Dest.String()}, d)
+	return r
+}
+
+// fillRecord sets *r to d's record, its pointers into p.
+func fillRecord(r *history.Record, p *recordParts, start time.Time, nm destNames, d *DestStatus) {
 	dec, tr := &d.Decision, &d.Decision.Trace
-	r := history.Record{
-		V: history.SchemaVersion, Time: rep.Start.UTC(),
-		Service: d.Key.Service.String(), Server: d.Key.Dest.String(),
+	*r = history.Record{
+		V: history.SchemaVersion, Time: start,
+		Service: nm.service, Server: nm.server,
 		State: string(d.State), Configured: d.Configured, DefaultWeight: d.DefaultWeight,
 		WeightBefore: d.Kernel, WeightTo: dec.To, WeightAfter: d.KernelWeight,
 		Write: dec.Write, Wrote: d.Outcome.Wrote, WriteError: errText(d.Outcome.Err), Reason: d.Reason,
@@ -173,44 +224,49 @@ func historyRecord(rep CycleReport, d *DestStatus) history.Record {
 
 		Polled: d.Polled, AgentError: errText(d.AgentErr), AgentStale: d.AgentStale, AgentSeconds: d.AgentDuration.Seconds(),
 
-		Load: finite(tr.Load), DirectorOnly: tr.DirectorOnly, Ramp: tr.Ramp, Frozen: tr.Frozen,
-		CtrlBefore: finite(tr.CtrlBefore), CtrlAfter: finite(tr.CtrlAfter),
+		Load: finiteIn(&p.load, tr.Load), DirectorOnly: tr.DirectorOnly, Ramp: tr.Ramp, Frozen: tr.Frozen,
+		CtrlBefore: finiteIn(&p.ctrlBefore, tr.CtrlBefore), CtrlAfter: finiteIn(&p.ctrlAfter, tr.CtrlAfter),
 	}
 	if d.NewConns >= 0 {
-		r.NewConns = new(d.NewConns)
+		p.newConns = d.NewConns
+		r.NewConns = &p.newConns
 	}
 	if d.Probed && d.ProbeErr == nil {
-		r.ProbeSeconds = new(d.ProbeRTT.Seconds())
+		p.probe = d.ProbeRTT.Seconds()
+		r.ProbeSeconds = &p.probe
 	}
 	if d.Polled && d.AgentErr == nil {
 		rp := &d.Report
-		a := &history.Agent{Source: rp.Source, Time: rp.Time.UTC(), CPU: rp.CPU, Memory: rp.Memory, Disk: rp.Disk, Processes: rp.Processes,
-			CPUUsed: d.CPU, CPUSpan: d.CPUSpan}
-		a.Raw = history.AgentRaw(rp.Raw)
-		r.Agent = a
+		p.agent = history.Agent{Source: rp.Source, Time: rp.Time.UTC(), CPU: rp.CPU, Memory: rp.Memory, Disk: rp.Disk, Processes: rp.Processes,
+			CPUUsed: d.CPU, CPUSpan: d.CPUSpan, Raw: history.AgentRaw(rp.Raw)}
+		r.Agent = &p.agent
 	}
 	if !math.IsNaN(tr.Load) {
 		in := tr.Inputs
-		r.Inputs = &history.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
+		p.inputs = history.Inputs{Input: in.Input, CPU: in.CPU, Memory: in.Memory, Disk: in.Disk, Response: in.Response, Process: in.Process}
+		r.Inputs = &p.inputs
 	}
 	if c := tr.Capacity; c != nil {
-		r.Capacity = &history.Capacity{Weight: c.Weight, Factor: finite(c.Factor), SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Rule: c.Rule}
+		p.capacity = history.Capacity{Weight: c.Weight, Factor: finiteIn(&p.factor, c.Factor), SaturatedAlone: c.SaturatedAlone, BacklogCut: c.BacklogCut, CPU: c.CPU, Busy: c.Busy, Bottleneck: c.Bottleneck, Estimate: c.Estimate, Error: c.Error, Rule: c.Rule}
 		if c.Driver != "" {
-			r.Capacity.Reading, r.Capacity.Driver = c.Reading, c.Driver
+			p.capacity.Reading, p.capacity.Driver = c.Reading, c.Driver
 		}
+		r.Capacity = &p.capacity
 	}
 	if f := tr.Formula; f != nil {
-		r.Formula = &history.Formula{Before: f.Before, Load: finite(f.Load), Step: finite(f.Step), Raw: finite(f.Raw),
-			Min: f.Min, Max: f.Max, After: finite(f.After), Ramp: f.Ramp, Next: f.Next}
+		p.formula = history.Formula{Before: f.Before, Load: finiteIn(&p.fLoad, f.Load), Step: finiteIn(&p.fStep, f.Step), Raw: finiteIn(&p.fRaw, f.Raw),
+			Min: f.Min, Max: f.Max, After: finiteIn(&p.fAfter, f.After), Ramp: f.Ramp, Next: f.Next}
+		r.Formula = &p.formula
 	}
 	if c := tr.Compare; c != nil {
-		r.Compare = &history.Compare{Next: c.Next, Rule: c.Rule, Passes: c.Passes, Overrule: c.Overrule}
+		p.compare = history.Compare{Next: c.Next, Rule: c.Rule, Passes: c.Passes, Overrule: c.Overrule}
+		r.Compare = &p.compare
 	}
 	if g := tr.Guard; g != nil {
-		r.Guard = &history.Guard{Event: guardEventName(g.Event), Held: g.Held, From: g.From, Raised: g.Raised,
-			Ratio: finite(g.Ratio), Median: finite(g.Median), Active: g.Active, Restore: g.Restore, Controller: g.Controller}
+		p.guard = history.Guard{Event: guardEventName(g.Event), Held: g.Held, From: g.From, Raised: g.Raised,
+			Ratio: finiteIn(&p.ratio, g.Ratio), Median: finiteIn(&p.median, g.Median), Active: g.Active, Restore: g.Restore, Controller: g.Controller}
+		r.Guard = &p.guard
 	}
-	return r
 }
 
 func errText(err error) string {
@@ -220,12 +276,14 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// finite is v, or nil when JSON cannot hold it (NaN: not computed).
-func finite(v float64) *float64 {
+// finiteIn stores v in *dst and returns dst, or nil when v is not a
+// figure a record holds (NaN: not computed).
+func finiteIn(dst *float64, v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
-	return &v
+	*dst = v
+	return dst
 }
 
 // guardEventName is the history's name of a guard event.

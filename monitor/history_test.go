@@ -10,9 +10,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -294,5 +296,42 @@ func TestHistoryAgentRawMatchesTheAgents(t *testing.T) {
 	must(t, err)
 	if !bytes.Equal(got, want) {
 		t.Errorf("history.AgentRaw encodes as\n%s\nagent.Raw as\n%s", got, want)
+	}
+}
+
+// The recorder's builder reuses its memory from cycle to cycle: a record
+// after a cycle that had more figures, or another destination in its
+// place, holds exactly what a record built afresh does, nothing left
+// over.
+func TestHistoryBuilderReuse(t *testing.T) {
+	m, _, _ := historyRig(t, t.TempDir(), false)
+	full := cycle(t, m)
+	if len(full.Dests) != 2 || full.Dests[0].Decision.Trace.Formula == nil && full.Dests[0].Decision.Trace.Capacity == nil {
+		t.Fatalf("the rig's cycle: %d destinations, want 2 with a controller step", len(full.Dests))
+	}
+	bare := full
+	bare.Dests = append([]DestStatus(nil), full.Dests...)
+	bare.Start = full.Start.Add(time.Second)
+	for i := range bare.Dests {
+		d := &bare.Dests[i]
+		d.Polled, d.NewConns, d.Probed = false, -1, false
+		d.Decision.Trace.Load, d.Decision.Trace.CtrlBefore, d.Decision.Trace.CtrlAfter = math.NaN(), math.NaN(), math.NaN()
+		d.Decision.Trace.Capacity, d.Decision.Trace.Formula, d.Decision.Trace.Compare, d.Decision.Trace.Guard = nil, nil, nil, nil
+	}
+	// Another destination in a place: its own names, not the last one's.
+	swapped := full
+	swapped.Dests = []DestStatus{full.Dests[1], full.Dests[0]}
+	var b recordBuilder
+	for _, rep := range []CycleReport{full, bare, full, swapped, {Start: full.Start}, full} {
+		got := b.records(rep)
+		for i := range rep.Dests {
+			want := historyRecord(rep, &rep.Dests[i])
+			if !reflect.DeepEqual(got[i], want) {
+				t.Errorf("record %d of the cycle at %v:\n%+v\nwant\n%+v", i, rep.Start, got[i], want)
+			}
+		}
+	}
+	if got := b.records(bare); got[0].Agent != nil || got[0].NewConns != nil || got[0].Load != nil || got[0].Formula != nil {
+		t.Errorf("bare record after a full one: %+v", got[0])
 	}
 }

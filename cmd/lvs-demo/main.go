@@ -86,7 +86,7 @@ func parseDemoFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.Rate, "rate", o.Rate, "client requests per second (1 to 1000)")
 	fs.StringVar(&o.Table, "table", o.Table, "IPVS table: mem (in-memory, no privileges) or kernel (this host's IPVS; root, modprobe ip_vs)")
 	fs.StringVar(&o.LogPath, "log", o.LogPath, "write the monitor's full log (info level) to `file`; default: warnings and errors to stderr")
-	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "keep the monitor's state and cycle history (history.jsonl) in `dir`, created if missing; default: a temporary directory removed at exit")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "keep the monitor's state and cycle history (history.bin) in `dir`, created if missing; default: a temporary directory removed at exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: lvs-demo [flags]\n       lvs-demo backend -listen 127.0.0.1:PORT\n\n"+
 			"Three local servers, three real lvs-agents, the real monitor and real traffic;\n"+

@@ -21,9 +21,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -508,7 +506,8 @@ func scenarioFromHistory(path, service, out string, maxCycles int, stdout, stder
 var errReadHistory = errors.New("history")
 
 // eachRecord calls fn with every record f selects of a state directory's
-// history files, or of one file of JSON lines, oldest first.
+// history files, or of one file (a history file of either format, or the
+// JSON lines lvsctl history -o json prints), oldest first.
 func eachRecord(path string, filter history.Filter, fn func(history.Record)) ([]history.Skipped, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -521,34 +520,9 @@ func eachRecord(path string, filter history.Filter, fn func(history.Record)) ([]
 		}
 		return notes, nil
 	}
-	f, err := os.Open(path)
+	notes, err := history.ReadFile(path, history.Filter{Service: filter.Service}, fn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errReadHistory, err)
-	}
-	defer f.Close()
-	var notes []history.Skipped
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		var r history.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			notes = append(notes, history.Skipped{File: path, Line: n, Why: fmt.Sprintf("not a history record: %v", err)})
-			continue
-		}
-		if r.V != history.SchemaVersion {
-			notes = append(notes, history.Skipped{File: path, Line: n, Why: fmt.Sprintf("schema version %d, this reader knows %d", r.V, history.SchemaVersion)})
-			continue
-		}
-		if filter.Service == "" || r.Service == filter.Service {
-			fn(r)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return notes, fmt.Errorf("%w: %s: %w", errReadHistory, path, err)
+		return notes, fmt.Errorf("%w: %w", errReadHistory, err)
 	}
 	return notes, nil
 }

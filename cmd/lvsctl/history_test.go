@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,28 +95,69 @@ func TestHistory(t *testing.T) {
 	}
 }
 
-// A line that is not a record is skipped with a note on stderr naming
-// its file and line; the records around it print.
-func TestHistoryCorruptLine(t *testing.T) {
+// A damaged frame is skipped with a note on stderr naming its file and
+// where it starts; the records around it print.
+func TestHistoryCorruptFrame(t *testing.T) {
 	r := historyRig(t)
 	path := filepath.Join(r.Dir, history.FileName)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString(`{"v":1,"time":"2026-11-30T12:00:04Z","service":"192.0.2.10:80/tcp","server":"198.51.100.11:80","state":` + "\n")
-	f.Close()
+	// The second cycle's frame: after the file's header (12 bytes) and
+	// the first frame, whose 12-byte header holds its length at 4.
+	second := 12 + 12 + int(binary.LittleEndian.Uint32(b[12+4:]))
+	b[second+20] ^= 0x01
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r.Cycle()
 	code, out, errOut := lvsctlIn(t, nil, time.UTC, "-config", r.ConfigPath, "history", "192.0.2.10:80/tcp", "198.51.100.11:80")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	wantErr := "lvsctl: history: " + path + ":13: skipped: not a history record: unexpected end of JSON input\n"
+	n := binary.LittleEndian.Uint32(b[second+4:])
+	wantErr := fmt.Sprintf("lvsctl: history: %s: byte %d: skipped: %d bytes up to the next frame: frame of %d bytes fails its checksum (corrupt)\n", path, second, n+12, n)
 	if errOut != wantErr {
 		t.Errorf("stderr %q, want %q", errOut, wantErr)
 	}
-	if n := strings.Count(out, "198.51.100.11:80"); n != 5 || !strings.Contains(out, "2026-11-30 12:00:04  198.51.100.11:80  managed  10      0    7       31") {
-		t.Errorf("%d rows, want A's 5 with the cycle after the bad line:\n%s", n, out)
+	if n := strings.Count(out, "198.51.100.11:80"); n != 4 || strings.Contains(out, "12:00:01") || !strings.Contains(out, "2026-11-30 12:00:04  198.51.100.11:80  managed  10      0    7       31") {
+		t.Errorf("%d rows, want A's 4 without the damaged cycle's:\n%s", n, out)
+	}
+}
+
+// A line of a file of the older JSON-lines format that is not a record
+// is skipped with a note on stderr naming its file and line; the records
+// around it print, the old file's before the new one's.
+func TestHistoryCorruptLine(t *testing.T) {
+	r := historyRig(t)
+	path := filepath.Join(r.Dir, history.JSONFileName)
+	var old bytes.Buffer
+	enc := json.NewEncoder(&old)
+	for _, rec := range []history.Record{
+		{V: 1, Time: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC), Service: "192.0.2.10:80/tcp", Server: "198.51.100.11:80", State: "managed", WeightBefore: 10, WeightAfter: 10},
+		{V: 1, Time: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC), Service: "192.0.2.10:80/tcp", Server: "198.51.100.12:80", State: "managed", WeightBefore: 10, WeightAfter: 10},
+	} {
+		if err := enc.Encode(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.WriteString(`{"v":1,"time":"2026-11-30T11:00:04Z","service":"192.0.2.10:80/tcp","server":"198.51.100.11:80","state":` + "\n")
+	if err := os.WriteFile(path, old.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.Cycle()
+	code, out, errOut := lvsctlIn(t, nil, time.UTC, "-config", r.ConfigPath, "history", "192.0.2.10:80/tcp", "198.51.100.11:80")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	wantErr := "lvsctl: history: " + path + ":3: skipped: not a history record: unexpected end of JSON input\n"
+	if errOut != wantErr {
+		t.Errorf("stderr %q, want %q", errOut, wantErr)
+	}
+	if n := strings.Count(out, "198.51.100.11:80"); n != 6 || !strings.Contains(out, "2026-11-30 12:00:04  198.51.100.11:80  managed  10      0    7       31") ||
+		!strings.HasPrefix(strings.SplitN(out, "\n", 3)[1], "2026-11-30 11:00:00  198.51.100.11:80  managed  10") {
+		t.Errorf("%d rows, want A's old one and its 5:\n%s", n, out)
 	}
 }
 
