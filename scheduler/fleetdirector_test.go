@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
 	"lvs-feedback/scheduler/fleet"
@@ -47,7 +46,7 @@ type fleetMember struct {
 
 func newFleetMember(t *testing.T, id string, member *etcdtest.Member) *fleetMember {
 	t.Helper()
-	d := &fleetMember{id: id, table: ipvs.NewMem(), agents: &stubAgents{reports: map[string]agent.Report{}}, proxy: etcdtest.NewProxy(t, member)}
+	d := &fleetMember{id: id, table: ipvs.NewMem(), agents: newStubAgents(), proxy: etcdtest.NewProxy(t, member)}
 	must(t, d.table.AddService(svcKey, "wrr"))
 	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
 		must(t, d.table.AddDestination(svcKey, rs, 10))
@@ -76,7 +75,7 @@ func (d *fleetMember) start(t *testing.T, dryRun bool) {
 		OpTimeout: time.Second, Observer: dryRun, Members: e.Directors})
 	must(t, err)
 	d.store = killableStore{Client: cl, d: d}
-	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, dryRun)
+	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: newStubProber(), Store: store}, dryRun)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})

@@ -1,58 +1,31 @@
 package scheduler
 
 import (
-	"context"
-	"fmt"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
-	"lvs-feedback/monitor"
+	"lvs-feedback/monitor/monitortest"
 )
 
 // The edges the group tests give their monitors: agents answered from a
 // map, probes that always answer, one service of three real servers, and
 // a configuration on which the LVS formula's weights follow CPU alone.
 
-// stubAgents answers agent polls from a map; a missing address fails.
-type stubAgents struct {
-	mu      sync.RWMutex // polls run concurrently: they only read
-	reports map[string]agent.Report
-}
+// stubAgents are monitortest's agents, set by agent address to a report
+// of CPU alone.
+type stubAgents struct{ *monitortest.Agents }
 
-func (s *stubAgents) Fetch(_ context.Context, addr string, _ time.Duration) (agent.Report, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r, ok := s.reports[addr]
-	if !ok {
-		return agent.Report{}, fmt.Errorf("agent %s: connection refused", addr)
-	}
-	return r, nil
-}
+func newStubAgents() *stubAgents { return &stubAgents{monitortest.NewAgents()} }
 
 func (s *stubAgents) set(addr string, cpu float64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reports[addr] = agent.Report{Schema: agent.SchemaVersion, Time: time.Now(), CPU: cpu}
+	s.Set(addr, agent.Report{Schema: agent.SchemaVersion, Time: time.Now(), CPU: cpu})
 }
 
-// stubProber answers probes with a fixed time; servers in down fail.
-type stubProber struct {
-	mu   sync.Mutex
-	down map[netip.AddrPort]bool
-}
-
-func (p *stubProber) Probe(_ context.Context, s netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.down[s] {
-		return 0, fmt.Errorf("tcp probe %s: connection refused", s)
-	}
-	return time.Millisecond, nil
-}
+// newStubProber answers every probe in 1 ms.
+func newStubProber() *monitortest.Prober { return monitortest.NewProber(time.Millisecond) }
 
 var (
 	svcKey = ipvs.ServiceKey{Protocol: ipvs.TCP, Addr: netip.MustParseAddrPort("192.0.2.10:80")}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 	"lvs-feedback/scheduler/fleet"
@@ -22,7 +21,7 @@ func TestReloadChangesTheInterval(t *testing.T) {
 	must(t, err)
 	cfg.StateDir = t.TempDir()
 	table := ipvs.NewMem()
-	agents := &stubAgents{reports: map[string]agent.Report{}}
+	agents := newStubAgents()
 	must(t, table.AddService(svcKey, "wrr"))
 	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
 		must(t, table.AddDestination(svcKey, rs, 10))
@@ -31,7 +30,7 @@ func TestReloadChangesTheInterval(t *testing.T) {
 	store, err := monitor.NewFileStore(cfg.StateDir)
 	must(t, err)
 	cfg.Interval = time.Hour
-	m, err := monitor.New(cfg, monitor.Deps{Table: table, Agents: agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, false)
+	m, err := monitor.New(cfg, monitor.Deps{Table: table, Agents: agents, Prober: newStubProber(), Store: store}, false)
 	must(t, err)
 	cycles := make(chan struct{}, 100)
 	ctx, cancel := context.WithCancel(context.Background())

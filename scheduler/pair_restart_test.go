@@ -148,7 +148,7 @@ func (d *director) run(t *testing.T, keyFile, dir string, peers ...[2]string) {
 	cfg.StateDir = dir
 	store, err := monitor.NewFileStore(dir)
 	must(t, err)
-	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: &stubProber{down: map[netip.AddrPort]bool{}}, Store: store}, false)
+	d.m, err = monitor.New(cfg, monitor.Deps{Table: d.table, Agents: d.agents, Prober: newStubProber(), Store: store}, false)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel, d.done = cancel, make(chan struct{})

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"lvs-feedback/agent"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/policy"
 )
@@ -81,7 +80,7 @@ func newDirector(t *testing.T, id string, role Role, keyFile string) *director {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	d := &director{id: id, table: ipvs.NewMem(), agents: &stubAgents{reports: map[string]agent.Report{}}, role: newTestRole(role), ln: ln}
+	d := &director{id: id, table: ipvs.NewMem(), agents: newStubAgents(), role: newTestRole(role), ln: ln}
 	must(t, d.table.AddService(svcKey, "wrr"))
 	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
 		must(t, d.table.AddDestination(svcKey, rs, 10))

@@ -7,7 +7,6 @@ package controltest
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"lvs-feedback/control"
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
+	"lvs-feedback/monitor/monitortest"
 )
 
 // Config is a configuration for the rig: one service, three servers of
@@ -121,8 +121,8 @@ func New(t testing.TB, config string) *Rig {
 		ConfigPath: filepath.Join(dir, "lvs-monitor.toml"),
 		Socket:     filepath.Join(dir, "control.sock"),
 		Table:      ipvs.NewMem(),
-		Agents:     &Agents{reports: map[string]agent.Report{}},
-		Prober:     &Prober{rtt: map[netip.AddrPort]time.Duration{}, down: map[netip.AddrPort]bool{}},
+		Agents:     &Agents{monitortest.NewAgents()},
+		Prober:     &Prober{monitortest.NewProber(0)},
 		Registry:   prometheus.NewRegistry(),
 		now:        time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 	}
@@ -252,16 +252,14 @@ type Load struct {
 	CPU, Memory, Disk, Processes float64
 }
 
-// Agents are stub agents: a report per address; a missing one fails.
-type Agents struct {
-	mu      sync.Mutex
-	reports map[string]agent.Report
-}
+// Agents are the rig's agents (monitortest.Agents), addressed by the
+// server they run on (AgentOf).
+type Agents struct{ *monitortest.Agents }
 
 // Set makes rs's agent report l, from a 4-CPU host with 16 GiB.
 func (a *Agents) Set(rs netip.AddrPort, l Load) {
 	const total = 16 << 30
-	rep := agent.Report{
+	a.SetReport(rs, agent.Report{
 		Schema: agent.SchemaVersion, Time: time.Now(), Source: "host",
 		CPU: l.CPU, Memory: l.Memory, Disk: l.Disk, Processes: l.Processes,
 		Raw: agent.Raw{
@@ -270,67 +268,20 @@ func (a *Agents) Set(rs netip.AddrPort, l Load) {
 			DiskSpaceUsed: map[string]float64{"/": l.Disk}, DiskIOBusy: l.Disk / 4, DiskIODevice: "vda",
 			RunnableTasks: int(l.Processes*4 + 0.5),
 		},
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.reports[AgentOf(rs)] = rep
+	})
 }
 
 // SetReport makes rs's agent report rep as it is.
-func (a *Agents) SetReport(rs netip.AddrPort, rep agent.Report) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.reports[AgentOf(rs)] = rep
-}
+func (a *Agents) SetReport(rs netip.AddrPort, rep agent.Report) { a.Agents.Set(AgentOf(rs), rep) }
 
 // Fail makes rs's agent stop answering.
-func (a *Agents) Fail(rs netip.AddrPort) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.reports, AgentOf(rs))
-}
+func (a *Agents) Fail(rs netip.AddrPort) { a.Agents.Fail(AgentOf(rs)) }
 
-// Fetch implements monitor.AgentClient.
-func (a *Agents) Fetch(_ context.Context, addr string, timeout time.Duration) (agent.Report, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rep, ok := a.reports[addr]
-	if !ok {
-		return agent.Report{}, fmt.Errorf("agent %s: connection refused", addr)
-	}
-	return rep, nil
-}
-
-// Prober is a stub prober: a response time per server; down ones fail.
-type Prober struct {
-	mu   sync.Mutex
-	rtt  map[netip.AddrPort]time.Duration
-	down map[netip.AddrPort]bool
-}
-
-// Set makes rs answer in rtt.
-func (p *Prober) Set(rs netip.AddrPort, rtt time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.rtt[rs], p.down[rs] = rtt, false
-}
+// Prober is the rig's prober (monitortest.Prober, HTTP probes).
+type Prober struct{ *monitortest.Prober }
 
 // Down makes rs's probe fail.
-func (p *Prober) Down(rs netip.AddrPort) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down[rs] = true
-}
-
-// Probe implements monitor.Prober.
-func (p *Prober) Probe(_ context.Context, s netip.AddrPort, _ monitor.ProbeConfig, _ time.Duration) (time.Duration, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.down[s] {
-		return 0, fmt.Errorf("http probe %s: connection refused", s)
-	}
-	return p.rtt[s], nil
-}
+func (p *Prober) Down(rs netip.AddrPort) { p.Prober.Down(rs, true) }
 
 func must(t testing.TB, err error) {
 	t.Helper()
