@@ -238,35 +238,41 @@ func ParseConfig(name string, data []byte) (Config, error) {
 // when every type is right, so that a mistyped key does not also show up
 // as a wrong value.
 func CheckConfig(name string, data []byte) (Config, []ConfigWarning, error) {
+	cfg, _, ws, err := checkConfig(name, data)
+	return cfg, ws, err
+}
+
+// checkConfig is CheckConfig, returning the file's index too.
+func checkConfig(name string, data []byte) (Config, fileIndex, []ConfigWarning, error) {
 	// BurntSushi first for syntax: its messages and positions are the
 	// product's; decoding into a map cannot fail past the syntax.
 	var syntax map[string]any
 	if _, err := toml.Decode(string(data), &syntax); err != nil {
-		return Config{}, nil, tomlError(name, err)
+		return Config{}, fileIndex{}, nil, tomlError(name, err)
 	}
 	idx, line, err := indexTOML(data)
 	if err != nil {
-		return Config{}, nil, &ConfigError{File: name, Line: line, Msg: err.Error()}
+		return Config{}, fileIndex{}, nil, &ConfigError{File: name, Line: line, Msg: err.Error()}
 	}
 	p := &configProblems{file: name, lines: idx.lines}
 	typesOK := p.checkKeys(idx)
 	if !typesOK {
-		return Config{}, nil, p.err()
+		return Config{}, fileIndex{}, nil, p.err()
 	}
 	cfg := DefaultConfig()
 	if _, err := toml.Decode(string(data), &cfg); err != nil {
 		// Every type was checked above: this is a disagreement between the
 		// check and the decoder, reported as the decoder says.
 		p.list = append(p.list, tomlError(name, err))
-		return Config{}, nil, p.err()
+		return Config{}, fileIndex{}, nil, p.err()
 	}
 	cfg.check(p)
 	if len(p.list) > 0 {
-		return Config{}, nil, p.err()
+		return Config{}, fileIndex{}, nil, p.err()
 	}
 	ws := append(ignoredSettings(name, idx, cfg.Weight.Controller), ignoredCoefficients(name, idx, cfg)...)
 	slices.SortStableFunc(ws, func(a, b ConfigWarning) int { return a.Line - b.Line })
-	return cfg, ws, nil
+	return cfg, idx, ws, nil
 }
 
 // ignoredCoefficients warns, under the capacity controller, about each of
