@@ -14,6 +14,9 @@
 //     WatchdogSec is set, STATUS= with the last cycle, STOPPING=1 on
 //     shutdown.
 //
+// -print-config prints the effective configuration, each value with where
+// it came from, and exits as -check does.
+//
 // -h prints the flags, -version the build information (package
 // internal/buildinfo); both exit 0.
 //
@@ -56,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lvs-monitor", flag.ContinueOnError)
 	configPath := fs.String("config", "/etc/lvs-monitor/lvs-monitor.toml", "configuration file (TOML)")
 	check := fs.Bool("check", false, "check the configuration file, print the result (and warnings: settings it ignores) and exit 0 (valid) or 1")
+	printConfig := fs.Bool("print-config", false, "check the configuration file like -check; when valid, print the effective configuration (every key, its value and where it came from: FILE:LINE or default) as TOML and exit 0")
 	dryRun := fs.Bool("dry-run", false, "compute and log every decision, write nothing (no kernel writes, no state file)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	netns := fs.String("netns", "", "path of the network namespace whose IPVS table to manage (default: this one)")
@@ -71,6 +75,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := checkTableFlags(*tableFile, *dryRun, *netns); err != nil {
 		fmt.Fprintf(stderr, "lvs-monitor: %v\n", err)
 		return 2
+	}
+	if *printConfig {
+		text, warnings, err := monitor.EffectiveConfigFile(*configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, w)
+		}
+		fmt.Fprint(stdout, text)
+		return 0
 	}
 	cfg, warnings, err := monitor.CheckConfigFile(*configPath)
 	if *check {

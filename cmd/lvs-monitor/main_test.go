@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,4 +90,60 @@ func lineOf(t *testing.T, text []byte, s string) int {
 	}
 	t.Fatalf("%q is not in the text", s)
 	return 0
+}
+
+// TestPrintConfig: -print-config prints the effective configuration of a
+// valid file and exits 0; a broken file gets -check's errors and exit
+// status, and nothing on standard output.
+func TestPrintConfig(t *testing.T) {
+	good := mustRead(t, "../../docs/examples/lvs-monitor.toml")
+	tests := []struct {
+		name     string
+		config   string
+		wantCode int
+		want     []string // whole lines of standard output
+	}{
+		{"example config", string(good), 0, []string{
+			fmt.Sprintf(`interval = "5s"  # PATH:%d`, lineOf(t, good, `interval = "5s"`)),
+			fmt.Sprintf(`address = "192.0.2.10:80/tcp"  # PATH:%d`, lineOf(t, good, `address = "192.0.2.10:80/tcp"`)),
+			`health_checker = ""  # default`,
+		}},
+		{"misspelt key", strings.Replace(string(good), "\ninterval =", "\nintreval =", 1), 1, nil},
+		{"bare duration", strings.Replace(string(good), `interval = "5s"`, `interval = 5`, 1), 1, nil},
+		{"coefficient sum", strings.Replace(string(good), "cpu      = 0.3", "cpu      = 0.4", 1), 1, nil},
+		{"ignored setting warns", strings.Replace(string(good), "# gain      = 5.0", "gain = 6.0", 1), 0, []string{
+			fmt.Sprintf(`gain = 6.0  # PATH:%d; ignored by controller "capacity"`, lineOf(t, good, "# gain      = 5.0")),
+		}},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(t.TempDir(), "lvs-monitor.toml")
+		if err := os.WriteFile(path, []byte(tt.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr, checkOut, checkErr bytes.Buffer
+		code := run([]string{"-print-config", "-config", path}, &stdout, &stderr)
+		checkCode := run([]string{"-check", "-config", path}, &checkOut, &checkErr)
+		if code != tt.wantCode || code != checkCode {
+			t.Errorf("%s: exit %d, want %d as -check's %d (stderr %q)", tt.name, code, tt.wantCode, checkCode, stderr.String())
+		}
+		if stderr.String() != checkErr.String() {
+			t.Errorf("%s: standard error %q, want -check's %q", tt.name, stderr.String(), checkErr.String())
+		}
+		if code != 0 {
+			if stdout.Len() != 0 {
+				t.Errorf("%s: printed %q for a broken file", tt.name, stdout.String())
+			}
+			continue
+		}
+		lines := strings.Split(stdout.String(), "\n")
+		for _, w := range tt.want {
+			if w = strings.ReplaceAll(w, "PATH", path); !slices.Contains(lines, w) {
+				t.Errorf("%s: line %q not in the output\n%s", tt.name, w, stdout.String())
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-print-config", "-config", filepath.Join(t.TempDir(), "missing.toml")}, &stdout, &stderr); code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "no such file") {
+		t.Errorf("missing file: exit %d, stdout %q, stderr %q; want 1, nothing, the error", code, stdout.String(), stderr.String())
+	}
 }
