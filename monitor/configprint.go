@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 )
@@ -43,6 +44,14 @@ func EffectiveConfig(name string, data []byte) (string, []ConfigWarning, error) 
 // first, then its tables, then its arrays of tables, in field order, as
 // TOML needs (a key after a table header belongs to that table).
 func renderConfig(file string, cfg Config, idx fileIndex) (string, error) {
+	// The name goes in comments, where TOML allows no control character
+	// (a newline would end the comment).
+	file = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\t' {
+			return '?'
+		}
+		return r
+	}, file)
 	p := configPrinter{file: file, lines: idx.lines, cfg: cfg}
 	fmt.Fprintf(&p.b, "# The effective configuration of %s: every key lvs-monitor reads, with the\n"+
 		"# value it runs with and where that came from (\"default\": not in the file).\n", file)
