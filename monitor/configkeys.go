@@ -83,8 +83,8 @@ func keysOf(t reflect.Type) map[string]configKey {
 	var walk func(prefix string, t reflect.Type)
 	walk = func(prefix string, t reflect.Type) {
 		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
+			name, ok := tomlName(f)
+			if !ok {
 				continue
 			}
 			path := joinKey(prefix, name)
@@ -127,6 +127,13 @@ func kindOf(t reflect.Type) keyKind {
 		}
 	}
 	panic(fmt.Sprintf("monitor: configuration field of type %s has no TOML kind", t))
+}
+
+// tomlName is the configuration key of a Config field: its toml tag's
+// name; ok is false for a field the configuration does not read.
+func tomlName(f reflect.StructField) (name string, ok bool) {
+	name, _, _ = strings.Cut(f.Tag.Get("toml"), ",")
+	return name, name != "" && name != "-" && f.IsExported()
 }
 
 func joinKey(prefix, name string) string {

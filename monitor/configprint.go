@@ -78,9 +78,8 @@ func (p *configPrinter) table(v reflect.Value, schema, at string) {
 	}
 	var fields []field
 	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		name, ok := tomlName(v.Type().Field(i))
+		if !ok {
 			continue
 		}
 		fields = append(fields, field{name, v.Field(i), configKeys[joinKey(schema, name)].kind})
