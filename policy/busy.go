@@ -240,10 +240,7 @@ func Reading(busy, medianBusy, light float64, bottleneck string, x, ref Pressure
 func CoefficientsTable() Table[Coefficients] {
 	def := DefaultCoefficients()
 	between01 := func(v float64) string {
-		if v < 0 || v > 1 || math.IsNaN(v) {
-			return fmt.Sprintf("must be between 0 and 1, got %v", v)
-		}
-		return ""
+		return refuse(v < 0 || v > 1 || math.IsNaN(v), "must be between 0 and 1, got %v", v)
 	}
 	return Table[Coefficients]{Name: "coefficients", Params: []Param[Coefficients]{
 		{Key: "input", Default: def.Input, Values: "0…1", Reload: "next cycle",

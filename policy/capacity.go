@@ -807,10 +807,7 @@ func capacityKeys() []Param[WeightParams] {
 			Doc: "Capacity controller: the geometric decay α of the capacity estimate (bias-corrected; 0 = " +
 				"the last interval only).",
 			Check: func(p WeightParams) string {
-				if !(p.Smoothing >= 0 && p.Smoothing < 1) {
-					return fmt.Sprintf("must be from 0 to below 1, got %v", p.Smoothing)
-				}
-				return ""
+				return refuse(!(p.Smoothing >= 0 && p.Smoothing < 1), "must be from 0 to below 1, got %v", p.Smoothing)
 			},
 		},
 		{Key: "band", Default: 0.2, Values: "0…<1", Reload: "next cycle",
@@ -818,10 +815,7 @@ func capacityKeys() []Param[WeightParams] {
 				"current value — or, when the server's capacity estimate is noisy, by more than two of its " +
 				"standard errors (design.md).",
 			Check: func(p WeightParams) string {
-				if !(p.Band >= 0 && p.Band < 1) {
-					return fmt.Sprintf("must be from 0 to below 1 (a share of the current weight), got %v", p.Band)
-				}
-				return ""
+				return refuse(!(p.Band >= 0 && p.Band < 1), "must be from 0 to below 1 (a share of the current weight), got %v", p.Band)
 			},
 		},
 		{Key: "resolution", Default: 20, Values: "`weight.min`…65535", Reload: "next cycle",
@@ -829,10 +823,7 @@ func capacityKeys() []Param[WeightParams] {
 				"the others in proportion. A small value keeps wrr rounds short.",
 			Near: "min",
 			Check: func(p WeightParams) string {
-				if p.Resolution < 1 || p.Resolution > ipvs.MaxWeight || p.Resolution < p.Min {
-					return fmt.Sprintf("must be from weight.min to %d, got %d", ipvs.MaxWeight, p.Resolution)
-				}
-				return ""
+				return refuse(p.Resolution < 1 || p.Resolution > ipvs.MaxWeight || p.Resolution < p.Min, "must be from weight.min to %d, got %d", ipvs.MaxWeight, p.Resolution)
 			},
 		},
 		{Key: "saturation", Default: 0.9, Values: "0…1", Reload: "next cycle",
@@ -842,10 +833,7 @@ func capacityKeys() []Param[WeightParams] {
 				"least 20 connections served or the interval before showed the same (one single-core " +
 				"interval a few long requests filled shows it too). 0 disables both.",
 			Check: func(p WeightParams) string {
-				if !(p.Saturation >= 0 && p.Saturation <= 1) {
-					return fmt.Sprintf("must be from 0 (off) to 1, got %v", p.Saturation)
-				}
-				return ""
+				return refuse(!(p.Saturation >= 0 && p.Saturation <= 1), "must be from 0 (off) to 1, got %v", p.Saturation)
 			},
 		},
 		{Key: "anchor", Default: 0.15, Values: "0…<1", Reload: "next cycle",
@@ -858,10 +846,7 @@ func capacityKeys() []Param[WeightParams] {
 				"\"TH2 close: within ±15%\". 0 = weights in proportion to capacity, the largest at " +
 				"`resolution` ([design.md](design.md#th1-and-th2-seed-000s-thresholds)).",
 			Check: func(p WeightParams) string {
-				if !(p.Anchor >= 0 && p.Anchor < 1) {
-					return fmt.Sprintf("must be from 0 (off) to below 1 (a share of the median), got %v", p.Anchor)
-				}
-				return ""
+				return refuse(!(p.Anchor >= 0 && p.Anchor < 1), "must be from 0 (off) to below 1 (a share of the median), got %v", p.Anchor)
 			},
 		},
 		{Key: "light", Default: DefaultLight, Values: ">0…<1", Reload: "next cycle",
@@ -874,10 +859,7 @@ func capacityKeys() []Param[WeightParams] {
 				"act); explain says \"TH1 light: every server below 20% busy\". " +
 				"([design.md](design.md#th1-and-th2-seed-000s-thresholds))",
 			Check: func(p WeightParams) string {
-				if !(p.Light > 0 && p.Light < 1) {
-					return fmt.Sprintf("must be above 0 and below 1 (a busy fraction), got %v", p.Light)
-				}
-				return ""
+				return refuse(!(p.Light > 0 && p.Light < 1), "must be above 0 and below 1 (a busy fraction), got %v", p.Light)
 			},
 		},
 		{Key: "confirm", Default: 5, Values: "1…100", Reload: "next cycle",
@@ -891,10 +873,7 @@ func capacityKeys() []Param[WeightParams] {
 				"served, at the second such interval in a row), and so does one the backlog guard holds cut " +
 				"at the cycle with a factor below the anchor. 1 = at once.",
 			Check: func(p WeightParams) string {
-				if p.Confirm < 1 || p.Confirm > 100 {
-					return fmt.Sprintf("must be from 1 (at once) to 100 intervals, got %d", p.Confirm)
-				}
-				return ""
+				return refuse(p.Confirm < 1 || p.Confirm > 100, "must be from 1 (at once) to 100 intervals, got %d", p.Confirm)
 			},
 		},
 	}

@@ -48,20 +48,15 @@ func sharedWeightKeys() []Param[WeightParams] {
 				"dynamic-feedback formula `w ← w + gain·∛(target − load)`. See " +
 				"[design.md](design.md#the-capacity-controller) and [results.md](results.md).",
 			Check: func(p WeightParams) string {
-				if _, err := NewController(p, Coefficients{}); err != nil {
-					return fmt.Sprintf("must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
-				}
-				return ""
+				_, err := NewController(p, Coefficients{})
+				return refuse(err != nil, "must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
 			},
 		},
 		{Key: "min", Default: 1, Values: "1…65535", Reload: "next cycle",
 			Doc: "Both controllers: never below it: an overloaded server keeps a trickle so its load can " +
 				"still be measured. Only an unreachable server or an operator gets 0.",
 			Check: func(p WeightParams) string {
-				if p.Min < 1 || p.Min > ipvs.MaxWeight {
-					return fmt.Sprintf("must be from 1 to %d (only an unreachable server or an operator gets weight 0), got %d", ipvs.MaxWeight, p.Min)
-				}
-				return ""
+				return refuse(p.Min < 1 || p.Min > ipvs.MaxWeight, "must be from 1 to %d (only an unreachable server or an operator gets weight 0), got %d", ipvs.MaxWeight, p.Min)
 			},
 		},
 	}

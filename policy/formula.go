@@ -104,38 +104,26 @@ func lvsKeys() []Param[WeightParams] {
 		{Key: "gain", Default: 5.0, Values: "number > 0", Reload: "next cycle",
 			Doc: "`\"lvs\"` controller: A in `w ← w + A·∛(target − load)`: how fast weights move.",
 			Check: func(p WeightParams) string {
-				if !(p.Gain > 0) || math.IsInf(p.Gain, 0) {
-					return fmt.Sprintf("must be a positive number, got %v", p.Gain)
-				}
-				return ""
+				return refuse(!(p.Gain > 0) || math.IsInf(p.Gain, 0), "must be a positive number, got %v", p.Gain)
 			},
 		},
 		{Key: "target", Default: 0.95, Values: "number > 0", Reload: "next cycle",
 			Doc: "`\"lvs\"` controller: the load the formula steers every server to.",
 			Check: func(p WeightParams) string {
-				if !(p.Target > 0) || p.Target > 10 {
-					return fmt.Sprintf("must be a load above 0 (0.95 is the documented target), got %v", p.Target)
-				}
-				return ""
+				return refuse(!(p.Target > 0) || p.Target > 10, "must be a load above 0 (0.95 is the documented target), got %v", p.Target)
 			},
 		},
 		{Key: "scale", Default: 10.0, Values: "number ≥ 1", Reload: "next cycle",
 			Doc: "`\"lvs\"` controller: the weight cap is `scale × default weight` (and at most 65535).",
 			Check: func(p WeightParams) string {
-				if !(p.Scale >= 1) || math.IsInf(p.Scale, 0) {
-					return fmt.Sprintf("must be at least 1, got %v", p.Scale)
-				}
-				return ""
+				return refuse(!(p.Scale >= 1) || math.IsInf(p.Scale, 0), "must be at least 1, got %v", p.Scale)
 			},
 		},
 		{Key: "threshold", Default: 1, Values: "0…65535", Reload: "next cycle",
 			Doc: "`\"lvs\"` controller: a weight is written only when `|new − current| > threshold` (each " +
 				"write restarts the wrr round in the kernel).",
 			Check: func(p WeightParams) string {
-				if p.Threshold < 0 || p.Threshold > ipvs.MaxWeight {
-					return fmt.Sprintf("must be from 0 to %d, got %d", ipvs.MaxWeight, p.Threshold)
-				}
-				return ""
+				return refuse(p.Threshold < 0 || p.Threshold > ipvs.MaxWeight, "must be from 0 to %d, got %d", ipvs.MaxWeight, p.Threshold)
 			},
 		},
 	}

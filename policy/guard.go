@@ -904,10 +904,7 @@ func GuardTable() Table[GuardParams] {
 				"where a weight change remaps clients, are left alone. See " +
 				"[design.md](design.md#the-backlog-guard).",
 			Check: func(p GuardParams) string {
-				if p.Check < 0 {
-					return fmt.Sprintf("must not be negative (0 disables the guard), got %v", p.Check)
-				}
-				return ""
+				return refuse(p.Check < 0, "must not be negative (0 disables the guard), got %v", p.Check)
 			},
 		},
 		{Key: "trigger", Default: 2.0, Values: "number > 1", Reload: "next check",
@@ -923,10 +920,7 @@ func GuardTable() Table[GuardParams] {
 				"multiple of the server's own usual level (its active connections per unit of weight at " +
 				"past cycles) with `min_excess` more (design.md).",
 			Check: func(p GuardParams) string {
-				if !(p.Trigger > 1) {
-					return fmt.Sprintf("must be above 1 (a multiple of the median active connections per unit of weight), got %v", p.Trigger)
-				}
-				return ""
+				return refuse(!(p.Trigger > 1), "must be above 1 (a multiple of the median active connections per unit of weight), got %v", p.Trigger)
 			},
 		},
 		{Key: "release", Default: 1.5, Values: "1…<`trigger`", Reload: "next check",
@@ -937,10 +931,7 @@ func GuardTable() Table[GuardParams] {
 				"controller's latest decision since.",
 			Near: "trigger",
 			Check: func(p GuardParams) string {
-				if !(p.Release >= 1 && p.Release < p.Trigger) {
-					return fmt.Sprintf("must be from 1 to below trigger (%v), got %v", p.Trigger, p.Release)
-				}
-				return ""
+				return refuse(!(p.Release >= 1 && p.Release < p.Trigger), "must be from 1 to below trigger (%v), got %v", p.Trigger, p.Release)
 			},
 		},
 		{Key: "min_excess", Default: 16, Values: "integer ≥ 0", Reload: "next check",
@@ -949,10 +940,7 @@ func GuardTable() Table[GuardParams] {
 				"backlog, whatever the ratio. A server with none established is probed as a dead one when " +
 				"at least this many of its connections ended (inactive ones grew) since the last check.",
 			Check: func(p GuardParams) string {
-				if p.MinExcess < 0 {
-					return fmt.Sprintf("must not be negative, got %d", p.MinExcess)
-				}
-				return ""
+				return refuse(p.MinExcess < 0, "must not be negative, got %d", p.MinExcess)
 			},
 		},
 		{Key: "raise", Default: true, Values: "boolean", Reload: "next check",

@@ -41,6 +41,15 @@ type Param[P any] struct {
 	Only string
 }
 
+// refuse is a Param's Check result: the message of format and a when bad,
+// "" (accepted) otherwise.
+func refuse(bad bool, format string, a ...any) string {
+	if !bad {
+		return ""
+	}
+	return fmt.Sprintf(format, a...)
+}
+
 // Table is one table of the configuration whose keys policy owns.
 type Table[P any] struct {
 	Name   string // "weight"
