@@ -144,7 +144,7 @@ func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 	if g == nil {
 		return
 	}
-	if p := g.Prediction; p != nil {
+	if p := g.Prediction; p != nil && m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.log.Debug("backlog guard: predicting", "service", key.Service, "server", key.Dest,
 			"excess", round3(p.Excess), "predicted", round3(p.Backlog), "bar", round3(p.Bar), "grows", p.Grows,
 			"rated", p.Rated, "finishing_less", p.FinishingLess, "cut", p.Over)
