@@ -355,3 +355,65 @@ func p99Plot(path string, sc *Scenario, sched string, rs []Result) error {
 	}
 	return d.write(path)
 }
+
+// WriteOverview writes the one picture of a scenario an operator reads
+// first: under one scheduler, the weight every server was given by policy
+// pol (solid) against its static weight (dashed), and the sliding p99 of
+// pol against static weights (nominal) and the ideal. It needs results
+// that kept their series for pol, nominal and ideal.
+func WriteOverview(path string, results []Result, sc *Scenario, sched, pol string) error {
+	var ctl, static, ideal *Result
+	for i := range results {
+		r := &results[i]
+		if r.Scenario != sc.Name || r.series == nil || r.IsKernel && r.Scheduler != sched {
+			continue
+		}
+		switch {
+		case r.Policy == pol && ctl == nil:
+			ctl = r
+		case r.Policy == PolNominal && static == nil:
+			static = r
+		case r.Policy == PolIdeal && ideal == nil:
+			ideal = r
+		}
+	}
+	if ctl == nil || static == nil {
+		return fmt.Errorf("overview of %s under %s: needs the series of %q and %q", sc.Name, sched, pol, PolNominal)
+	}
+	n := len(sc.Servers)
+	end := sc.Duration.Seconds()
+	d := newSVG(fmt.Sprintf("%s · %s: %s against static weights (seed %d)", sc.Name, sched, pol, ctl.Seed), 2)
+	var ts []float64
+	ws, ss := make([][]float64, n), make([][]float64, n)
+	top := 1.0
+	for i := 1; i < len(ctl.series.weights) && i < len(static.series.weights); i += 2 {
+		ts = append(ts, float64(i+1)*ctl.series.dt)
+		for k := 0; k < n; k++ {
+			w, s := float64(ctl.series.weights[i][k]), float64(static.series.weights[i][k])
+			ws[k], ss[k] = append(ws[k], w), append(ss[k], s)
+			top = math.Max(top, math.Max(w, s))
+		}
+	}
+	top = math.Ceil(top/5) * 5
+	p := d.panel(0, fmt.Sprintf("weight per server: %s (solid), static (dashed)", pol), end, 0, top, false,
+		[]float64{0, top / 2, top}, func(v float64) string { return fmt.Sprintf("%g", v) })
+	p.events(sc)
+	for k := 0; k < n; k++ {
+		c := palette[k%len(palette)]
+		p.line(ts, ss[k], c, true, 1.2)
+		p.line(ts, ws[k], c, false, 1.8)
+		p.legend(sc.Servers[k].Name, c, false)
+	}
+	lo, hi := p99Range(ctl, static, ideal)
+	p = d.panel(1, "p99 response time, sliding 30 s window (log scale)", end, lo, hi, true, msTicks(lo, hi), msFmt)
+	p.events(sc)
+	if ideal != nil {
+		p.line(ideal.series.p99t, ideal.series.p99, "#777", true, 1.2)
+		p.legend("ideal", "#777", true)
+	}
+	p.line(static.series.p99t, static.series.p99, palette[1], false, 1.5)
+	p.legend("static", palette[1], false)
+	p.line(ctl.series.p99t, ctl.series.p99, "#000", false, 1.8)
+	p.legend(pol, "#000", false)
+	return d.write(path)
+}

@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "runs in parallel")
 	plotDir := fs.String("plot", "", "write SVG time series of the first seed into `DIR`")
 	plotPolicies := fs.String("plot-policies", "", "policies to plot one file each for (default: all kernel policies)")
+	overview := fs.String("overview", "", "write one SVG to `FILE`: the first scenario under its first scheduler, the weights the default policy wrote against static weights and the sliding p99 of both (needs default and nominal among -policies)")
 	csvPath := fs.String("csv", "", "write one CSV line per run to `FILE`")
 	timelinePath := fs.String("timeline", "", "write every run's per-server timeline (new and failed connections, active and inactive counts, weight per window) as CSV to `FILE`")
 	timelineWindow := fs.Duration("timeline-window", 5*time.Second, "the timeline's `window`")
@@ -151,7 +152,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// A line per window, server and run: a tiny window is a huge file.
 		return fmt.Errorf("-timeline-window %v: at least 100ms", *timelineWindow)
 	}
-	b := &sim.Bench{Scenarios: scs, Policies: specs, Workers: *workers, KeepSeries: *plotDir != ""}
+	b := &sim.Bench{Scenarios: scs, Policies: specs, Workers: *workers, KeepSeries: *plotDir != "" || *overview != ""}
 	if *timelinePath != "" {
 		b.Timeline = *timelineWindow
 	}
@@ -221,6 +222,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "%d plots in %s\n", len(files), *plotDir)
+	}
+	if *overview != "" {
+		sc := scs[0]
+		sched := sc.Schedulers[0]
+		if *scheds != "" {
+			sched = splitList(*scheds)[0]
+		}
+		if err := sim.WriteOverview(*overview, results, sc, sched, sim.PolDefault); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "overview in %s\n", *overview)
 	}
 	return nil
 }

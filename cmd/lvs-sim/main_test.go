@@ -163,3 +163,34 @@ func TestTimeline(t *testing.T) {
 		}
 	}
 }
+
+// TestOverview: -overview draws the weights of default against static
+// weights and both p99s in one file, and says what it lacks when the
+// static weights (nominal) were not run.
+func TestOverview(t *testing.T) {
+	dir := t.TempDir()
+	scenario := filepath.Join("..", "..", "sim", "scenarios", "background.toml")
+	path := filepath.Join(dir, "overview.svg")
+	var out, errb bytes.Buffer
+	args := []string{"-q", "-duration", "60s", "-nseeds", "1", "-sched", "wlc", "-policies", "default,nominal,ideal", "-overview", path, scenario}
+	if err := run(args, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	svg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"background · wlc: default against static weights (seed 1)",
+		"weight per server: default (solid), static (dashed)", ">static<", ">default<", ">ideal<", ">a<", ">d<"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	if n := strings.Count(string(svg), "<polyline"); n != 4*2+3 {
+		t.Errorf("overview has %d lines, want 11 (4 servers × 2 weights, 3 p99s)", n)
+	}
+	err = run([]string{"-q", "-duration", "60s", "-nseeds", "1", "-policies", "default,ideal", "-overview", path, scenario}, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), `needs the series of "default" and "nominal"`) {
+		t.Errorf("without nominal: %v", err)
+	}
+}
