@@ -315,8 +315,8 @@ func TestDecideCapacityRampEnds(t *testing.T) {
 		wantWrite bool
 		wantTo    int
 	}{
-		// 3 s of 4: 0.1 + 0.9·0.75 = 0.775 → round(7.75) = 8
-		{"a step: 10·0.775", 5, 3 * time.Second, true, 8},
+		// 3 s of 4: max(floor 0.1, 3/4) = 0.75 → round(7.5) = 8
+		{"a step: 10·0.75", 5, 3 * time.Second, true, 8},
 		// ended: the last step, 8 → 10 (beyond the band too)
 		{"ended: to 10", 8, 4*time.Second + time.Millisecond, true, 10},
 		// ended at 9: within the band, written all the same
