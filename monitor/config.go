@@ -22,7 +22,7 @@ import (
 )
 
 // Config is lvs-monitor's configuration, read from TOML by LoadConfig.
-// docs/examples/lvs-monitor.toml documents every key.
+// docs/configuration.md documents every key with its default.
 type Config struct {
 	Interval     time.Duration `toml:"interval"`
 	AgentTimeout time.Duration `toml:"agent_timeout"`

@@ -359,8 +359,8 @@ func TestConfigIgnoredSettingsWarn(t *testing.T) {
 	}
 }
 
-// The example documents every key and must check clean: no error, no
-// warning.
+// The example is the installed starting configuration and must check
+// clean: no error, no warning.
 func TestExampleConfigHasNoWarnings(t *testing.T) {
 	_, warnings, err := CheckConfigFile("../docs/examples/lvs-monitor.toml")
 	if err != nil || len(warnings) > 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,27 +13,36 @@ import (
 	"lvs-feedback/policy"
 )
 
+// The example sets only services; everything else is at its default, the
+// LVS document's web-cluster coefficients among them.
 func TestExampleConfigParses(t *testing.T) {
 	cfg, err := LoadConfig("../docs/examples/lvs-monitor.toml")
 	if err != nil {
 		t.Fatalf("example config: %v", err)
 	}
-	if cfg.Interval != 5*time.Second || cfg.Coefficients != webExample {
-		t.Errorf("example config: interval %v coefficients %+v", cfg.Interval, cfg.Coefficients)
+	if cfg.Coefficients != webExample {
+		t.Errorf("example coefficients %+v, want %+v", cfg.Coefficients, webExample)
 	}
 	want := DefaultConfig()
-	if cfg.Weight != want.Weight {
-		t.Errorf("example weight params %+v, want the defaults %+v", cfg.Weight, want.Weight)
+	want.Services = cfg.Services
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("example config outside its services\n%+v\nwant the defaults\n%+v", cfg, want)
 	}
 	if len(cfg.Services) != 1 || len(cfg.Services[0].Servers) != 3 {
 		t.Fatalf("example config: %d services", len(cfg.Services))
 	}
 	s := cfg.Services[0]
-	if s.Key.String() != "192.0.2.10:80/tcp" || s.Probe.Type != "http" || s.Probe.Reference != 100*time.Millisecond {
+	if s.Key.String() != "192.0.2.10:80/tcp" || s.Probe.Type != "http" || s.Probe.Path != "/" || s.Probe.ExpectStatus != 200 ||
+		s.Probe.Reference != 100*time.Millisecond {
 		t.Errorf("service parsed as %s probe %+v", s.Key, s.Probe)
 	}
-	if s.Servers[0].AgentAddr != "198.51.100.11:9771" || s.Servers[2].AgentAddr != "198.51.100.13:9900" {
-		t.Errorf("agent addresses %q %q", s.Servers[0].AgentAddr, s.Servers[2].AgentAddr)
+	for i, w := range []struct {
+		addr, agent string
+		weight      int
+	}{{"198.51.100.11:80", "198.51.100.11:9771", 10}, {"198.51.100.12:80", "198.51.100.12:9771", 10}, {"198.51.100.13:80", "198.51.100.13:9771", 20}} {
+		if rs := s.Servers[i]; rs.Addr.String() != w.addr || rs.AgentAddr != w.agent || rs.Weight != w.weight {
+			t.Errorf("server %d: %s agent %q weight %d, want %s agent %q weight %d", i, rs.Addr, rs.AgentAddr, rs.Weight, w.addr, w.agent, w.weight)
+		}
 	}
 }
 

@@ -227,6 +227,41 @@ func TestEffectiveConfigRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEffectiveConfigOfExample: the example sets only what an operator
+// usually sets; -print-config on it shows every other key with its
+// default, all but those of [[sync.peer]] and [sync.etcd], which a
+// director that runs alone has none of.
+func TestEffectiveConfigOfExample(t *testing.T) {
+	text, _, err := EffectiveConfig("lvs-monitor.toml", mustReadFile(t, "../docs/examples/lvs-monitor.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _, err := indexTOML([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := map[string]bool{}
+	for _, s := range idx.settings {
+		printed[schemaKey(s.path)] = true
+	}
+	n := 0
+	for k := range configKeys {
+		if k == "sync.peer" || k == "sync.etcd" || strings.HasPrefix(k, "sync.peer.") || strings.HasPrefix(k, "sync.etcd.") {
+			if printed[k] {
+				t.Errorf("%s printed for a director that runs alone", k)
+			}
+			continue
+		}
+		n++
+		if !printed[k] {
+			t.Errorf("-print-config of the example does not print %s", k)
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d keys expected in the example's effective configuration", n)
+	}
+}
+
 // values returns text without its comments.
 func values(text string) string {
 	var b strings.Builder

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"math"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/BurntSushi/toml"
 )
 
 // The reference texts of the keys policy declares are rendered from the
@@ -25,7 +22,6 @@ var update = flag.Bool("update", false, "rewrite the keys' rows of docs/configur
 const (
 	referencePath = "../docs/configuration.md"
 	manPath       = "../docs/man/lvs-monitor.toml.5.md"
-	examplePath   = "../docs/examples/lvs-monitor.toml"
 )
 
 // policyTables are the tables policy owns, as the reference orders them.
@@ -194,81 +190,6 @@ func TestReferenceDocs(t *testing.T) {
 			t.Errorf("%s: %d lines, the declarations render %d", f.path, len(got), len(wantLines))
 		}
 	}
-}
-
-// exampleDefaults returns the value of every key of policy's tables that
-// the example file sets, commented out or not, as written.
-func exampleDefaults(t *testing.T) map[string]string {
-	t.Helper()
-	f, err := os.Open(examplePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	header := regexp.MustCompile(`^#?\s*\[\[?([a-z_.]+)\]\]?\s*(#.*)?$`)
-	assign := regexp.MustCompile(`^#?\s*([a-z_]+)\s*=\s*("[^"]*"|[^\s#]+)`)
-	values := map[string]string{}
-	table := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if m := header.FindStringSubmatch(line); m != nil {
-			table = m[1]
-		} else if m := assign.FindStringSubmatch(line); m != nil && table != "" {
-			values[table+"."+m[1]] = m[2]
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return values
-}
-
-// The example configuration shows every key policy declares at its
-// default (its comments are its own).
-func TestExampleShowsDefaults(t *testing.T) {
-	values := exampleDefaults(t)
-	for _, tb := range policyTables() {
-		for _, k := range tb.keys {
-			written, ok := values[k.Name]
-			if !ok {
-				t.Errorf("%s: %s is not shown", examplePath, k.Name)
-				continue
-			}
-			var v struct{ V any }
-			if _, err := toml.Decode("V = "+written, &v); err != nil {
-				t.Errorf("%s: %s = %s: %v", examplePath, k.Name, written, err)
-				continue
-			}
-			if !sameValue(v.V, k.Default) {
-				t.Errorf("%s: %s = %s, the default is %s", examplePath, k.Name, written, tomlValue(k.Default))
-			}
-		}
-	}
-}
-
-// sameValue reports whether the TOML value v (int64, float64, string,
-// bool) is def.
-func sameValue(v, def any) bool {
-	switch def := def.(type) {
-	case float64:
-		switch v := v.(type) {
-		case float64:
-			return v == def
-		case int64:
-			return float64(v) == def
-		}
-	case int:
-		v, ok := v.(int64)
-		return ok && v == int64(def)
-	case time.Duration:
-		s, ok := v.(string)
-		d, err := time.ParseDuration(s)
-		return ok && err == nil && d == def
-	case string, bool:
-		return v == def
-	}
-	return false
 }
 
 // The table of "What the check warns about" in docs/configuration.md

@@ -12,7 +12,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"lvs-feedback/monitor"
@@ -58,14 +60,17 @@ func readDoc(t *testing.T, path string) string {
 	return string(b)
 }
 
+// docRow matches a row of the key table of configuration.md: the key and
+// its default (the third column; a cell may hold an escaped \|).
+var docRow = regexp.MustCompile("^\\| `([a-z_.]+)` \\| (?:[^|\\\\]|\\\\.)* \\| ((?:[^|\\\\]|\\\\.)*) \\|")
+
 // docTableKeys returns the keys in the first column of the key table of
-// configuration.md.
-func docTableKeys(doc string) map[string]bool {
-	keys := map[string]bool{}
-	re := regexp.MustCompile("^\\| `([a-z_.]+)` \\|")
+// configuration.md, each with its default as written.
+func docTableKeys(doc string) map[string]string {
+	keys := map[string]string{}
 	for _, line := range strings.Split(doc, "\n") {
-		if m := re.FindStringSubmatch(line); m != nil {
-			keys[m[1]] = true
+		if m := docRow.FindStringSubmatch(line); m != nil {
+			keys[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
 	return keys
@@ -73,9 +78,9 @@ func docTableKeys(doc string) map[string]bool {
 
 // exampleKeys returns the dotted keys assigned in the example file,
 // commented-out assignments included, each under the table it appears in.
-func exampleKeys(t *testing.T, text string) (assigned map[string]bool, tables map[string]bool) {
-	assigned, tables = map[string]bool{}, map[string]bool{}
-	// Commented-out tables count: optional sections are shown that way.
+func exampleKeys(text string) map[string]bool {
+	assigned := map[string]bool{}
+	// A commented-out table or key counts: it must be real too.
 	header := regexp.MustCompile(`^#?\s*\[\[?([a-z_.]+)\]\]?\s*(#.*)?$`)
 	assign := regexp.MustCompile(`^#?\s*([a-z_]+)\s*=`)
 	table := ""
@@ -84,7 +89,7 @@ func exampleKeys(t *testing.T, text string) (assigned map[string]bool, tables ma
 		line := strings.TrimSpace(sc.Text())
 		if m := header.FindStringSubmatch(line); m != nil {
 			table = m[1]
-			tables[table] = true
+			assigned[table] = true
 			continue
 		}
 		if m := assign.FindStringSubmatch(line); m != nil {
@@ -95,9 +100,13 @@ func exampleKeys(t *testing.T, text string) (assigned map[string]bool, tables ma
 			assigned[key] = true
 		}
 	}
-	return assigned, tables
+	return assigned
 }
 
+// Every key the configuration accepts is in the key table of
+// configuration.md with a default, and every key there is accepted. The
+// example shows only what an operator usually sets; each table and key it
+// names, commented out or not, is real, and it parses.
 func TestConfigurationDocMatchesCode(t *testing.T) {
 	leaves, tables := configKeys()
 	if len(leaves) < 30 {
@@ -105,16 +114,13 @@ func TestConfigurationDocMatchesCode(t *testing.T) {
 	}
 	doc := readDoc(t, "../../docs/configuration.md")
 	inDoc := docTableKeys(doc)
-	example := readDoc(t, "../../docs/examples/lvs-monitor.toml")
-	inExample, exampleTables := exampleKeys(t, example)
 	real := map[string]bool{}
 	for _, k := range leaves {
 		real[k] = true
-		if !inDoc[k] {
+		if def, ok := inDoc[k]; !ok {
 			t.Errorf("docs/configuration.md: key %s is not in the key table", k)
-		}
-		if !inExample[k] {
-			t.Errorf("docs/examples/lvs-monitor.toml: key %s is not shown", k)
+		} else if def == "" {
+			t.Errorf("docs/configuration.md: key %s has no default", k)
 		}
 	}
 	for k := range inDoc {
@@ -123,18 +129,125 @@ func TestConfigurationDocMatchesCode(t *testing.T) {
 		}
 	}
 	for _, tb := range tables {
+		real[tb] = true
 		if !strings.Contains(doc, "["+tb+"]") {
 			t.Errorf("docs/configuration.md does not show the table [%s]", tb)
 		}
-		if !exampleTables[tb] {
-			t.Errorf("docs/examples/lvs-monitor.toml does not show the table [%s]", tb)
+	}
+	example := readDoc(t, "../../docs/examples/lvs-monitor.toml")
+	inExample := exampleKeys(example)
+	for _, k := range []string{"service", "service.address", "service.server", "service.server.address", "service.server.weight"} {
+		if !inExample[k] {
+			t.Errorf("docs/examples/lvs-monitor.toml does not set %s", k)
 		}
 	}
-	// The example parses, and every uncommented key in it is real (the
-	// parser refuses unknown keys).
+	for k := range inExample {
+		if !real[k] {
+			t.Errorf("docs/examples/lvs-monitor.toml names %s, which the configuration does not accept", k)
+		}
+	}
+	// The parser refuses unknown keys: every uncommented key is real.
 	if _, err := monitor.ParseConfig("lvs-monitor.toml", []byte(example)); err != nil {
 		t.Errorf("the example does not parse: %v", err)
 	}
+}
+
+// Outside [[service]], whose addresses, weights and probes are the
+// operator's own, the example restates only defaults: each key it sets
+// has the value configuration.md gives as that key's default, so the
+// installed file runs exactly as the reference says.
+func TestExampleRestatesOnlyDefaults(t *testing.T) {
+	inDoc := docTableKeys(readDoc(t, "../../docs/configuration.md"))
+	const name = "lvs-monitor.toml"
+	text, _, err := monitor.EffectiveConfig(name, []byte(readDoc(t, "../../docs/examples/lvs-monitor.toml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := exampleSettings(text, name)
+	if len(set) == 0 {
+		t.Fatalf("no key of the example in its effective configuration:\n%s", text)
+	}
+	for key, value := range set {
+		if key == "service" || strings.HasPrefix(key, "service.") {
+			continue
+		}
+		def := inDoc[key]
+		lit, ok := strings.CutPrefix(def, "`")
+		if lit, _, found := strings.Cut(lit, "`"); ok && found {
+			def = lit
+		} else {
+			t.Errorf("docs/examples/lvs-monitor.toml sets %s = %s; its documented default %q is no value to restate", key, value, def)
+			continue
+		}
+		if !sameTOMLValue(t, value, def) {
+			t.Errorf("docs/examples/lvs-monitor.toml sets %s = %s, not its documented default %s", key, value, def)
+		}
+	}
+}
+
+// exampleSettings returns the keys an effective configuration printed
+// for the file name says that file set, dotted, with their values as
+// printed.
+func exampleSettings(text, name string) map[string]string {
+	set := map[string]string{}
+	table := ""
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			table = strings.Trim(strings.Fields(line)[0], "[]")
+			continue
+		}
+		i := strings.LastIndex(line, "  # ")
+		key, value, ok := strings.Cut(line[:max(i, 0)], " = ")
+		if i < 0 || !ok || !strings.HasPrefix(line[i+4:], name+":") {
+			continue
+		}
+		if table != "" {
+			key = table + "." + key
+		}
+		set[key] = value
+	}
+	return set
+}
+
+// sameTOMLValue reports whether two TOML values are the same setting: a
+// number is the same integer or fractional, a duration the same length.
+func sameTOMLValue(t *testing.T, a, b string) bool {
+	t.Helper()
+	var va, vb struct{ V any }
+	if _, err := toml.Decode("V = "+a, &va); err != nil {
+		t.Errorf("%s: %v", a, err)
+		return false
+	}
+	if _, err := toml.Decode("V = "+b, &vb); err != nil {
+		t.Errorf("%s: %v", b, err)
+		return false
+	}
+	num := func(v any) (float64, bool) {
+		switch v := v.(type) {
+		case int64:
+			return float64(v), true
+		case float64:
+			return v, true
+		}
+		return 0, false
+	}
+	if x, ok := num(va.V); ok {
+		y, ok := num(vb.V)
+		return ok && x == y
+	}
+	if x, ok := va.V.(string); ok {
+		y, _ := vb.V.(string)
+		dx, errx := time.ParseDuration(x)
+		dy, erry := time.ParseDuration(y)
+		if errx == nil && erry == nil {
+			return dx == dy
+		}
+		return x == y
+	}
+	return reflect.DeepEqual(va.V, vb.V)
 }
 
 var metricName = regexp.MustCompile(`\b(lvs_monitor_[a-z_]+)`)

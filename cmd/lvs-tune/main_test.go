@@ -73,10 +73,11 @@ func lvsConfig(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := bytes.Replace(example, []byte("\ncontroller = \"capacity\""), []byte("\ncontroller = \"lvs\""), 1)
-	if bytes.Equal(text, example) {
-		t.Fatal("the example configuration sets no controller = \"capacity\" line to replace")
+	// The example leaves [weight] at its defaults: the table is added.
+	if bytes.Contains(example, []byte("\n[weight]")) {
+		t.Fatal("the example configuration has a [weight] table: set controller = \"lvs\" in it instead")
 	}
+	text := append(example, "\n[weight]\ncontroller = \"lvs\"\n"...)
 	path := filepath.Join(t.TempDir(), "lvs.toml")
 	if err := os.WriteFile(path, text, 0o644); err != nil {
 		t.Fatal(err)
