@@ -333,7 +333,6 @@ func TestConfigIgnoredSettingsWarn(t *testing.T) {
 			[]string{
 				`w.toml:19: warning: weight.gain: ignored: only the "lvs" controller reads it, and weight.controller is "capacity"`,
 				`w.toml:21: warning: weight.target: ignored`,
-				`w.toml:22: warning: weight.scale: ignored`,
 				`w.toml:23: warning: weight.threshold: ignored`,
 			}},
 		{"lvs ignores the capacity keys", "weight.controller = \"lvs\"\nweight.anchor = 0.1\nweight.gain = 4.0\n" + twoServices,

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 
 	"lvs-feedback/ipvs"
 )
@@ -44,12 +45,20 @@ func sharedWeightKeys() []Param[WeightParams] {
 				"served per unit of the busy fraction of its bottleneck over the interval, the busiest of " +
 				"CPU, disk I/O and memory pressure that `[coefficients]` enable — and keeps servers at " +
 				"their configured weights unless one strays (`anchor`, TH2) or every one is lightly loaded " +
-				"(`light`, TH1); gain, target, scale and threshold do not apply. `\"lvs\"` is the LVS " +
+				"(`light`, TH1); gain, target and threshold do not apply. `\"lvs\"` is the LVS " +
 				"dynamic-feedback formula `w ← w + gain·∛(target − load)`. See " +
 				"[design.md](design.md#the-capacity-controller) and [results.md](results.md).",
 			Check: func(p WeightParams) string {
 				_, err := NewController(p, Coefficients{})
 				return refuse(err != nil, "must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
+			},
+		},
+		{Key: "scale", Default: 10.0, Values: "number ≥ 1", Reload: "next cycle",
+			Doc: "Both controllers: `weight × scale` of every server must stay within 65535. `\"lvs\"`: the " +
+				"formula's weight cap is `scale × default weight`. In a fleet, under either controller, the leader " +
+				"writes and followers accept weights in [`min`, max(`scale × default weight`, `resolution`)].",
+			Check: func(p WeightParams) string {
+				return refuse(!(p.Scale >= 1) || math.IsInf(p.Scale, 0), "must be at least 1, got %v", p.Scale)
 			},
 		},
 		{Key: "min", Default: 1, Values: "1…65535", Reload: "next cycle",

@@ -113,12 +113,6 @@ func lvsKeys() []Param[WeightParams] {
 				return refuse(!(p.Target > 0) || p.Target > 10, "must be a load above 0 (0.95 is the documented target), got %v", p.Target)
 			},
 		},
-		{Key: "scale", Default: 10.0, Values: "number ≥ 1", Reload: "next cycle",
-			Doc: "`\"lvs\"` controller: the weight cap is `scale × default weight` (and at most 65535).",
-			Check: func(p WeightParams) string {
-				return refuse(!(p.Scale >= 1) || math.IsInf(p.Scale, 0), "must be at least 1, got %v", p.Scale)
-			},
-		},
 		{Key: "threshold", Default: 1, Values: "0…65535", Reload: "next cycle",
 			Doc: "`\"lvs\"` controller: a weight is written only when `|new − current| > threshold` (each " +
 				"write restarts the wrr round in the kernel).",

@@ -100,9 +100,9 @@ func TestWeightKeysOwners(t *testing.T) {
 		name      string
 		got, want []string
 	}{
-		{"lvs", lvs, []string{"gain", "target", "scale", "threshold"}},
+		{"lvs", lvs, []string{"gain", "target", "threshold"}},
 		{"capacity", capacity, []string{"smoothing", "band", "resolution", "saturation", "anchor", "light", "confirm"}},
-		{"both", both, []string{"controller", "min"}},
+		{"both", both, []string{"controller", "scale", "min"}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)

@@ -10,12 +10,12 @@ import (
 func TestSettings(t *testing.T) {
 	p := WeightParams{Controller: ControllerCapacity, Gain: 2, Target: 0.9, Scale: 3, Min: 1, Threshold: 4,
 		Smoothing: 0.7, Band: 0.2, Resolution: 20, Saturation: 0.9, Anchor: 0.15, Light: 0.25, Confirm: 5}
-	want := []Setting{{"smoothing", 0.7}, {"band", 0.2}, {"resolution", 20}, {"saturation", 0.9}, {"anchor", 0.15}, {"light", 0.25}, {"confirm", 5}, {"min", 1}}
+	want := []Setting{{"smoothing", 0.7}, {"band", 0.2}, {"resolution", 20}, {"saturation", 0.9}, {"anchor", 0.15}, {"light", 0.25}, {"confirm", 5}, {"scale", 3}, {"min", 1}}
 	if got := p.Settings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("capacity: %v, want %v", got, want)
 	}
 	p.Controller = ControllerLVS
-	want = []Setting{{"gain", 2}, {"target", 0.9}, {"scale", 3}, {"threshold", 4}, {"min", 1}}
+	want = []Setting{{"gain", 2}, {"target", 0.9}, {"threshold", 4}, {"scale", 3}, {"min", 1}}
 	if got := p.Settings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("lvs: %v, want %v", got, want)
 	}

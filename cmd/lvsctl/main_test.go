@@ -133,7 +133,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status: exit %d", code)
 	}
 	// The keys of the controller in use (the rig runs the LVS formula).
-	contains(t, "status header", out, "\ncontroller: lvs (gain 5, target 0.95, scale 10, threshold 1, min 1)\n")
+	contains(t, "status header", out, "\ncontroller: lvs (gain 5, target 0.95, threshold 1, scale 10, min 1)\n")
 	contains(t, "status table", out, svc, "SERVER", "STATE", "WEIGHT", "DEFAULT", "LOAD", "ACTIVE", "INACTIVE", "AGENT OK",
 		"drained by operator", "agent failing", "active", "1s ago",
 		rsC+": agent: agent 198.51.100.13:9771: connection refused")
@@ -151,7 +151,7 @@ func TestStatus(t *testing.T) {
 	if st.Version != api.ProtocolVersion || st.Cycle == nil || !st.Reload.OK {
 		t.Errorf("status header: %+v", st)
 	}
-	if want := []api.Setting{{Key: "gain", Value: 5}, {Key: "target", Value: 0.95}, {Key: "scale", Value: 10}, {Key: "threshold", Value: 1}, {Key: "min", Value: 1}}; st.Config.Controller != "lvs" || !reflect.DeepEqual(st.Config.ControllerSettings, want) {
+	if want := []api.Setting{{Key: "gain", Value: 5}, {Key: "target", Value: 0.95}, {Key: "threshold", Value: 1}, {Key: "scale", Value: 10}, {Key: "min", Value: 1}}; st.Config.Controller != "lvs" || !reflect.DeepEqual(st.Config.ControllerSettings, want) {
 		t.Errorf("config summary: controller %q settings %v, want lvs %v", st.Config.Controller, st.Config.ControllerSettings, want)
 	}
 	a, b, c := server(t, st, rsA), server(t, st, rsB), server(t, st, rsC)
