@@ -52,8 +52,11 @@ for pkg in lvs-monitor lvs-agent; do
 	gzip -9n <packaging/changelog >"$d/changelog.gz"
 	gzip -9n <README.md >"$d/README.md.gz"
 done
+# docs/README.md, the pages' index, would take the project README's name.
 for f in docs/*.md docs/grafana-dashboard.json; do
-	gzip -9n <"$f" >"$STAGE/doc/lvs-monitor/$(basename "$f").gz"
+	n=$(basename "$f")
+	[ "$f" = docs/README.md ] && n=index.md
+	gzip -9n <"$f" >"$STAGE/doc/lvs-monitor/$n.gz"
 done
 # The examples stay plain (cp them to start a configuration or the
 # alerting rules); so do the plots, which results.md links to as images.

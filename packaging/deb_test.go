@@ -214,7 +214,11 @@ func TestDebs(t *testing.T) {
 		}
 		mds, _ := filepath.Glob("../docs/*.md")
 		for _, md := range mds {
-			want = append(want, "/usr/share/doc/lvs-monitor/"+filepath.Base(md)+".gz")
+			name := filepath.Base(md)
+			if name == "README.md" {
+				name = "index.md" // the pages' index, beside the project's README
+			}
+			want = append(want, "/usr/share/doc/lvs-monitor/"+name+".gz")
 		}
 		// Every plot results.md links to ships beside it.
 		for _, m := range regexp.MustCompile(`\]\((results/[^)]+\.svg)\)`).FindAllStringSubmatch(readFile(t, "../docs/results.md"), -1) {
@@ -223,6 +227,11 @@ func TestDebs(t *testing.T) {
 		for _, f := range want {
 			if !monitor.has(f) {
 				t.Errorf("lvs-monitor lacks %s", f)
+			}
+		}
+		for f, src := range map[string]string{"README.md.gz": "../README.md", "index.md.gz": "../docs/README.md"} {
+			if got := monitor.gunzip(t, "/usr/share/doc/lvs-monitor/"+f); !bytes.Equal(got, []byte(readFile(t, src))) {
+				t.Errorf("lvs-monitor's %s is not %s", f, src)
 			}
 		}
 		for _, f := range []string{"/usr/bin/lvs-agent", "/lib/systemd/system/lvs-agent.service", "/etc/default/lvs-agent"} {
