@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -203,5 +204,87 @@ func TestDocsLinks(t *testing.T) {
 		for _, b := range brokenLinks(p, text, readPage) {
 			t.Error(b)
 		}
+	}
+}
+
+// sentences are a page's sentences of at least minLen characters, outside
+// code blocks and headings, with white space folded.
+func sentences(text string, minLen int) []string {
+	text = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(text, "")
+	text = regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(text, "") // headings
+	text = strings.Join(strings.Fields(text), " ")
+	var out []string
+	for _, s := range regexp.MustCompile(`[.!?] `).Split(text, -1) {
+		if len(s) >= minLen {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// repeats returns each long sentence found on more than one page, with the
+// pages, as "sentence… (a.md, b.md)".
+func repeats(pages map[string]string, minLen int) []string {
+	where := map[string][]string{}
+	var order []string
+	for _, p := range sortedKeys(pages) {
+		for _, s := range sentences(pages[p], minLen) {
+			if len(where[s]) == 0 {
+				order = append(order, s)
+			}
+			if !slices.Contains(where[s], p) {
+				where[s] = append(where[s], p)
+			}
+		}
+	}
+	var out []string
+	for _, s := range order {
+		if len(where[s]) > 1 {
+			out = append(out, s[:min(len(s), 80)]+"… ("+strings.Join(where[s], ", ")+")")
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRepeatsFound(t *testing.T) {
+	long := "The monitor writes a weight only when the change passes the threshold and the server is in rotation"
+	got := repeats(map[string]string{
+		"a.md": "# A\n" + long + ". Short one.\n",
+		"b.md": "Intro.\n" + long + "! More.\n```\n" + "Only in code: " + long + "\n```\n",
+		"c.md": "Nothing shared here, though this sentence is long enough to be compared with the others.",
+	}, 80)
+	want := []string{long[:80] + "… (a.md, b.md)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("repeats = %q, want %q", got, want)
+	}
+}
+
+// No page repeats another: a sentence of 100 characters or more stands on
+// one page only (the README included); the other pages link to it. The
+// manual pages are left out: they are the same references for man(1),
+// rendered from the same declarations as configuration.md's key table.
+func TestNoPageRepeatsAnother(t *testing.T) {
+	all := map[string]string{}
+	for _, p := range pages(t) {
+		if strings.HasPrefix(filepath.ToSlash(p), "man/") {
+			continue
+		}
+		text, err := readPage(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all[p] = text
+	}
+	for _, r := range repeats(all, 100) {
+		t.Error("repeated: " + r)
 	}
 }
