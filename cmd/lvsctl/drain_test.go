@@ -42,7 +42,7 @@ func TestDrainLeft(t *testing.T) {
 		{api.Connections{InactiveConns: 611, PersistConns: intp(0)}, false,
 			"0 active, 611 inactive connections, 0 persistence templates", inactiveLine},
 		{api.Connections{PersistConns: intp(1), PersistTimeoutSeconds: 10}, false,
-			"0 active, 0 inactive connections, 1 persistence templates", templLine("10")},
+			"0 active, 0 inactive connections, 1 persistence template", templLine("10")},
 		{api.Connections{PersistConns: intp(0), PersistTimeoutSeconds: 10}, true,
 			"0 active, 0 inactive connections, 0 persistence templates", ""},
 		// An lvs-monitor that does not report templates: connections only.

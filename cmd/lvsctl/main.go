@@ -305,7 +305,10 @@ func (l drainLeft) empty() bool { return l.active == 0 && l.inactive == 0 && l.t
 
 func (l drainLeft) String() string {
 	s := fmt.Sprintf("%d active, %d inactive connections", l.active, l.inactive)
-	if l.templates >= 0 {
+	switch {
+	case l.templates == 1:
+		s += ", 1 persistence template"
+	case l.templates >= 0:
 		s += fmt.Sprintf(", %d persistence templates", l.templates)
 	}
 	return s

@@ -250,7 +250,7 @@ func TestDrainWait(t *testing.T) {
 		"waiting: 3 active, 4 inactive connections, 0 persistence templates",
 		"waiting: 0 active, 7 inactive connections, 2 persistence templates",
 		"waiting: 0 active, 0 inactive connections, 2 persistence templates",
-		"waiting: 0 active, 0 inactive connections, 1 persistence templates",
+		"waiting: 0 active, 0 inactive connections, 1 persistence template",
 		"drained: no connections and no persistence templates left after ")
 	cancel()
 	<-loopDone
