@@ -271,7 +271,7 @@ func (s *Server) connections(k monitor.DestKey) (api.Connections, error) {
 		for _, d := range dests {
 			if d.Addr == k.Dest {
 				c.Weight, c.ActiveConns, c.InactiveConns, c.Live = d.Weight, d.ActiveConns, d.InactiveConns, true
-				return c, nil
+				return c, s.persistence(k, &c)
 			}
 		}
 		return c, fmt.Errorf("%s %s: %w", k.Service, k.Dest, ipvs.ErrNotFound)
@@ -284,6 +284,24 @@ func (s *Server) connections(k monitor.DestKey) (api.Connections, error) {
 		}
 	}
 	return c, fmt.Errorf("%s %s: %w (at the last cycle)", k.Service, k.Dest, ipvs.ErrNotFound)
+}
+
+// persistence adds the server's persistence templates to c when the
+// table can count them. They are read after the connection counts: a
+// template does not expire while it holds a connection, so no template
+// here after no connection there means the server is empty.
+func (s *Server) persistence(k monitor.DestKey, c *api.Connections) error {
+	tr, ok := s.opts.Conns.(ipvs.TemplateReader)
+	if !ok {
+		return nil
+	}
+	p, err := tr.Persistence(k.Service)
+	if err != nil {
+		return err
+	}
+	n := p.Templates[k.Dest]
+	c.PersistConns, c.PersistTimeoutSeconds = &n, int(p.Timeout/time.Second)
+	return nil
 }
 
 func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {

@@ -468,6 +468,47 @@ func runConformance(t *testing.T, newTable func(t *testing.T) Admin) {
 			t.Error("AddService without a scheduler accepted")
 		}
 	})
+
+	// Without traffic no destination has a persistence template: every
+	// real server of every kind of service is listed with 0, and a
+	// missing service is ErrNotFound.
+	t.Run("PersistenceWithoutTraffic", func(t *testing.T) {
+		tb := newTable(t)
+		tr, ok := tb.(TemplateReader)
+		if !ok {
+			t.Fatalf("%T does not count persistence templates", tb)
+		}
+		dests := map[ServiceKey][]netip.AddrPort{
+			tcp4: {real1, real2}, udp4: {real3}, tcp6: {real6}, mark4: {real4}, mark6: {real6}, mustKey(t, "192.0.2.11:80/tcp"): nil,
+		}
+		for k, ds := range dests {
+			must(t, tb.AddService(k, "wrr"))
+			for _, d := range ds {
+				must(t, tb.AddDestination(k, d, 1))
+			}
+		}
+		for k, ds := range dests {
+			p, err := tr.Persistence(k)
+			got := p.Templates
+			if err != nil {
+				t.Fatalf("Persistence(%v): %v", k, err)
+			}
+			if p.Timeout != 0 {
+				t.Errorf("Persistence(%v).Timeout = %v for a service added without persistence", k, p.Timeout)
+			}
+			if len(got) != len(ds) {
+				t.Errorf("Persistence(%v).Templates = %v, want %d destinations", k, got, len(ds))
+			}
+			for _, d := range ds {
+				if n, ok := got[d]; !ok || n != 0 {
+					t.Errorf("Persistence(%v).Templates[%v] = %d, %v; want 0, listed", k, d, n, ok)
+				}
+			}
+		}
+		if _, err := tr.Persistence(mustKey(t, "192.0.2.99:80/tcp")); !errors.Is(err, ErrNotFound) {
+			t.Errorf("PersistConns of a missing service: %v, want ErrNotFound", err)
+		}
+	})
 }
 
 // TestConnectionDelta checks the wrapping arithmetic of the kernel's 32-bit

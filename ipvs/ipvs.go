@@ -10,7 +10,8 @@
 // The package must not decide weights, hold policy, or know about agents: it
 // reads services and destinations and writes destinations' weights. An
 // optional ConnReader (both implementations) counts the kernel's connection
-// table's entries per destination.
+// table's entries per destination, and an optional TemplateReader (both)
+// its persistence templates.
 package ipvs
 
 import (
@@ -19,6 +20,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxWeight is the largest weight this package writes. The kernel stores a
@@ -198,6 +200,32 @@ type Table interface {
 	// in order (nil: written or nothing to write). Changes apply in order,
 	// so a destination named twice sees the first change's weight.
 	SetWeights(svc ServiceKey, changes []WeightChange) []error
+}
+
+// TemplateReader is implemented by tables that count each destination's
+// persistence templates (Kernel, Mem). A persistent service (ipvsadm -p)
+// keeps a template per client (per client network with a persistence
+// netmask) that sends the client's new connections to the same real
+// server, even one of weight 0, until the template expires: a drained
+// server is empty only when its templates are gone too.
+type TemplateReader interface {
+	// Persistence reads svc's persistence timeout and how many
+	// persistence templates point at each of its real servers. A missing
+	// service returns an error wrapping ErrNotFound.
+	Persistence(svc ServiceKey) (Persistence, error)
+}
+
+// Persistence is a service's persistence as the kernel holds it.
+type Persistence struct {
+	// Timeout is the service's persistence timeout (ipvsadm -p), 0 for a
+	// service that is not persistent. The kernel sets a template's timer
+	// to it whenever a new connection uses the template, and sets it
+	// again when it runs out while the template still has connections.
+	Timeout time.Duration
+	// Templates is how many templates point at each real server (the
+	// kernel's IPVS_DEST_ATTR_PERSIST_CONNS, the PersistConn column of
+	// ipvsadm -L --persistent-conn): every real server, 0 for one without.
+	Templates map[netip.AddrPort]int
 }
 
 // WeightChange is one compare-and-set weight write of a service's destination.

@@ -11,6 +11,7 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -28,6 +29,11 @@ type Kernel struct {
 	// netns is the namespace's path, "" for the caller's: the connection
 	// table is read from /proc/net only in the caller's (ConnStates).
 	netns string
+	// family is the generic netlink family id of IPVS, and genl a socket
+	// of Kernel's own for what moby/ipvs does not read (PersistConns),
+	// opened on first use; nil once closed.
+	family uint16
+	genl   *nl.SocketHandle
 }
 
 var _ Admin = (*Kernel)(nil)
@@ -46,7 +52,8 @@ func OpenKernel(netnsPath string) (*Kernel, error) {
 	if netnsPath != "" {
 		where = "network namespace " + netnsPath
 	}
-	if err := checkIPVSFamily(netnsPath); err != nil {
+	family, err := checkIPVSFamily(netnsPath)
+	if err != nil {
 		return nil, fmt.Errorf("open IPVS in %s: %w", where, err)
 	}
 	h, err := mobyipvs.New(netnsPath)
@@ -57,12 +64,13 @@ func OpenKernel(netnsPath string) (*Kernel, error) {
 		h.Close()
 		return nil, kernelErr(fmt.Sprintf("open IPVS in %s: list services", where), err)
 	}
-	return &Kernel{h: h, netns: netnsPath}, nil
+	return &Kernel{h: h, netns: netnsPath, family: family}, nil
 }
 
 // checkIPVSFamily asks the generic netlink controller of the namespace at
-// path ("" = current) whether the "IPVS" family is registered.
-func checkIPVSFamily(path string) error {
+// path ("" = current) whether the "IPVS" family is registered, and returns
+// its id.
+func checkIPVSFamily(path string) (uint16, error) {
 	var nh *netlink.Handle
 	var err error
 	if path == "" {
@@ -72,22 +80,23 @@ func checkIPVSFamily(path string) error {
 	} else {
 		ns, nsErr := netns.GetFromPath(path)
 		if nsErr != nil {
-			return nsErr
+			return 0, nsErr
 		}
 		defer ns.Close()
 		nh, err = netlink.NewHandleAt(ns, unix.NETLINK_GENERIC)
 	}
 	if err != nil {
-		return fmt.Errorf("open generic netlink socket: %w", err)
+		return 0, fmt.Errorf("open generic netlink socket: %w", err)
 	}
 	defer nh.Close()
-	if _, err := nh.GenlFamilyGet("IPVS"); err != nil {
+	f, err := nh.GenlFamilyGet("IPVS")
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return ErrNoIPVS
+			return 0, ErrNoIPVS
 		}
-		return fmt.Errorf("look up generic netlink family IPVS: %w", err)
+		return 0, fmt.Errorf("look up generic netlink family IPVS: %w", err)
 	}
-	return nil
+	return f.ID, nil
 }
 
 // Close releases the netlink socket. Calls after Close return an error.
@@ -97,6 +106,10 @@ func (k *Kernel) Close() error {
 	if k.h != nil {
 		k.h.Close()
 		k.h = nil
+	}
+	if k.genl != nil {
+		k.genl.Close()
+		k.genl = nil
 	}
 	return nil
 }

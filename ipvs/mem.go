@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Mem is an in-memory IPVS table for tests, the demo and the simulator. It
@@ -29,6 +30,10 @@ type Mem struct {
 type memService struct {
 	scheduler string
 	dests     []Destination // insertion order
+	// persist is each destination's persistence templates
+	// (SetPersistConns); a destination without an entry has none.
+	persist        map[netip.AddrPort]int
+	persistTimeout time.Duration // SetPersistTimeout
 }
 
 // NewMem returns an empty in-memory table.
@@ -207,6 +212,7 @@ func (m *Mem) RemoveDestination(svc ServiceKey, dst netip.AddrPort) error {
 	for i, e := range s.dests {
 		if e.Addr == d {
 			s.dests = append(s.dests[:i], s.dests[i+1:]...)
+			delete(s.persist, d)
 			return nil
 		}
 	}
@@ -247,6 +253,62 @@ func (m *Mem) SetActive(svc ServiceKey, dst netip.AddrPort, active, inactive int
 	}
 	d.ActiveConns, d.InactiveConns = active, inactive
 	return nil
+}
+
+// SetPersistConns sets how many persistence templates point at dst, as a
+// persistent service's clients would make the kernel keep.
+func (m *Mem) SetPersistConns(svc ServiceKey, dst netip.AddrPort, n int) error {
+	op := fmt.Sprintf("set persistence templates of %s in %s", dst, svc)
+	if n < 0 {
+		return fmt.Errorf("%s: negative count %d", op, n)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, err := m.dest(svc, dst)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	s, _, _ := m.service(svc) // found: m.dest found it
+	if s.persist == nil {
+		s.persist = map[netip.AddrPort]int{}
+	}
+	s.persist[d.Addr] = n
+	return nil
+}
+
+// SetPersistTimeout sets svc's persistence timeout, as ipvsadm -p would
+// (0: not persistent).
+func (m *Mem) SetPersistTimeout(svc ServiceKey, d time.Duration) error {
+	op := fmt.Sprintf("set persistence timeout of %s", svc)
+	if d < 0 {
+		return fmt.Errorf("%s: negative timeout %v", op, d)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, _, err := m.service(svc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	s.persistTimeout = d
+	return nil
+}
+
+var _ TemplateReader = (*Mem)(nil)
+
+// Persistence implements TemplateReader from what SetPersistTimeout and
+// SetPersistConns set.
+func (m *Mem) Persistence(svc ServiceKey) (Persistence, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, _, err := m.service(svc)
+	if err != nil {
+		return Persistence{}, fmt.Errorf("read persistence of %s: %w", svc, err)
+	}
+	out := Persistence{Timeout: s.persistTimeout, Templates: make(map[netip.AddrPort]int, len(s.dests))}
+	for _, d := range s.dests {
+		out.Templates[d.Addr] = s.persist[d.Addr]
+	}
+	return out, nil
 }
 
 // Weight returns dst's current weight.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 func TestMemConformance(t *testing.T) {
@@ -88,5 +89,55 @@ func TestMemCounters(t *testing.T) {
 	}
 	if _, err := m.Weight(mustKey(t, "192.0.2.9:80/tcp"), dst); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Weight in an unknown service: %v, want ErrNotFound", err)
+	}
+}
+
+// TestMemPersistConns: SetPersistTimeout and SetPersistConns set what
+// Persistence reads, per destination and service; a removed destination takes its count with it;
+// a negative count or a missing destination is refused.
+func TestMemPersistConns(t *testing.T) {
+	m := NewMem()
+	a, b := mustKey(t, "192.0.2.1:80/tcp"), mustKey(t, "192.0.2.2:80/tcp")
+	r1, r2 := netip.MustParseAddrPort("10.0.0.1:80"), netip.MustParseAddrPort("10.0.0.2:80")
+	for _, k := range []ServiceKey{a, b} {
+		must(t, m.AddService(k, "wrr"))
+		must(t, m.AddDestination(k, r1, 1))
+		must(t, m.AddDestination(k, r2, 1))
+	}
+	must(t, m.SetPersistTimeout(a, 360*time.Second))
+	must(t, m.SetPersistConns(a, r1, 3))
+	must(t, m.SetPersistConns(b, r2, 7))
+	check := func(k ServiceKey, want map[netip.AddrPort]int) {
+		t.Helper()
+		p, err := m.Persistence(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == a && p.Timeout != 360*time.Second || k == b && p.Timeout != 0 {
+			t.Errorf("Persistence(%v).Timeout = %v", k, p.Timeout)
+		}
+		got := p.Templates
+		if len(got) != len(want) {
+			t.Errorf("Persistence(%v).Templates = %v, want %v", k, got, want)
+		}
+		for d, n := range want {
+			if got[d] != n {
+				t.Errorf("Persistence(%v).Templates[%v] = %d, want %d", k, d, got[d], n)
+			}
+		}
+	}
+	check(a, map[netip.AddrPort]int{r1: 3, r2: 0})
+	check(b, map[netip.AddrPort]int{r1: 0, r2: 7})
+	must(t, m.SetPersistConns(a, r1, 0))
+	check(a, map[netip.AddrPort]int{r1: 0, r2: 0})
+	must(t, m.SetPersistConns(b, r2, 2))
+	must(t, m.RemoveDestination(b, r2))
+	must(t, m.AddDestination(b, r2, 1))
+	check(b, map[netip.AddrPort]int{r1: 0, r2: 0})
+	if err := m.SetPersistConns(a, r1, -1); err == nil {
+		t.Error("a negative count was accepted")
+	}
+	if err := m.SetPersistConns(a, netip.MustParseAddrPort("10.0.0.9:80"), 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a missing destination: %v, want ErrNotFound", err)
 	}
 }

@@ -38,7 +38,7 @@ func commands() []command {
 			example: "lvsctl top\nlvsctl top -once\nlvsctl top -n 3 | tee frames.txt"},
 		{name: "drain", args: "SERVICE SERVER [--wait] [--timeout D]", run: (*cli).drain,
 			summary: "weight 0 as an operator drain, kept across restarts",
-			help:    "Sets the server's weight to 0 as an operator drain: existing connections finish, no new ones arrive, and lvs-monitor leaves the server alone until lvsctl undrain, across restarts, failovers and table rebuilds (a weight that appears on it is put back to 0). In a director pair it answers once the other director holds the drain (\"drained on both directors\"), or says it does not (\"drained here only: peer unreachable (...)\", with a warning on stderr). With --wait, shows its active connections until none is left or --timeout passes (exit 4; the drain stands).",
+			help:    "Sets the server's weight to 0 as an operator drain: existing connections finish, no new ones arrive, and lvs-monitor leaves the server alone until lvsctl undrain, across restarts, failovers and table rebuilds (a weight that appears on it is put back to 0). In a director pair it answers once the other director holds the drain (\"drained on both directors\"), or says it does not (\"drained here only: peer unreachable (...)\", with a warning on stderr). With --wait, shows its active and inactive connections and its persistence templates (ipvsadm -p) until none is left or --timeout passes (exit 4, naming what is left and the kernel timers that will remove it; the drain stands). A template sends its client's new connections to the server, weight 0 or not, until it expires: the service's persistence timeout after the last connection it sent; with net.ipv4.vs.expire_quiescent_template = 1 the client's next connection goes to another server instead.",
 			example: "lvsctl drain 192.0.2.10:80/tcp 198.51.100.11:80 --wait --timeout 10m"},
 		{name: "undrain", args: "SERVICE SERVER", run: (*cli).undrain,
 			summary: "back to its default weight (slow start), managed again",
@@ -101,7 +101,7 @@ SERVICE is VIP:PORT/PROTO (e.g. 192.0.2.10:80/tcp) or fwmark:N; SERVER is RIP:PO
 The socket is -socket, else control_socket in -config (default `+defaultConfig+`),
 else /run/lvs-monitor/control.sock.
 exit status: 0 done, 1 failed or refused, 2 usage, 3 lvs-monitor unreachable,
-4 drain --wait timed out with connections still active.
+4 drain --wait timed out with connections or persistence templates left.
 `)
 }
 

@@ -43,8 +43,8 @@
 //	   refused, check-config found mistakes or found no lvs-monitor, …)
 //	2  usage: unknown command, bad flag, missing or malformed argument
 //	3  lvs-monitor is unreachable (no socket, not running, not root)
-//	4  drain --wait: the timeout passed with connections still active
-//	   (the drain itself stands)
+//	4  drain --wait: the timeout passed with connections or persistence
+//	   templates left (the drain itself stands)
 package main
 
 import (
@@ -217,7 +217,7 @@ func (c *cli) target(cmd string, pos []string) (string, string, bool) {
 
 func (c *cli) drain(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
-	wait := fs.Bool("wait", false, "wait until the server has no active connection")
+	wait := fs.Bool("wait", false, "wait until the server has no connection, active or inactive, and no persistence template")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait: give up after this long")
 	pos, code, done := c.parse(fs, args)
 	if done {
@@ -243,12 +243,12 @@ func (c *cli) drain(ctx context.Context, args []string) int {
 	return c.waitDrained(ctx, cl, ack.Service, ack.Server, *timeout)
 }
 
-// waitDrained polls the server's connection counts until no active
-// connection is left or timeout passes, printing each change.
+// waitDrained polls the server's connection counts and persistence
+// templates until none is left or timeout passes, printing each change.
 func (c *cli) waitDrained(ctx context.Context, cl *api.Client, svc, srv string, timeout time.Duration) int {
 	start := c.now()
 	deadline := start.Add(timeout)
-	last := -1
+	var last *drainLeft
 	tick := time.NewTicker(c.poll)
 	defer tick.Stop()
 	for {
@@ -261,25 +261,80 @@ func (c *cli) waitDrained(ctx context.Context, cl *api.Client, svc, srv string, 
 			fmt.Fprintf(c.stderr, "lvsctl: %s %s: weight is %d again: someone undrained it; stopped waiting\n", svc, srv, conns.Weight)
 			return exitFailed
 		}
-		if conns.ActiveConns == 0 {
-			fmt.Fprintf(c.stdout, "drained: no active connections left after %s (%d inactive, they expire on their own)\n", waited, conns.InactiveConns)
+		left := leftOf(conns)
+		if left.empty() {
+			fmt.Fprintf(c.stdout, "drained: %s after %s\n", left.doneText(), waited)
 			return exitOK
 		}
-		if conns.ActiveConns != last {
-			fmt.Fprintf(c.stdout, "waiting: %d active, %d inactive connections (%s)\n", conns.ActiveConns, conns.InactiveConns, waited)
-			last = conns.ActiveConns
+		if last == nil || *last != left {
+			fmt.Fprintf(c.stdout, "waiting: %s (%s)\n", left, waited)
+			last = &left
 		}
 		if !c.now().Before(deadline) {
-			fmt.Fprintf(c.stderr, "lvsctl: %s %s: still %d active connections after %s; the server stays drained\n", svc, srv, conns.ActiveConns, timeout)
+			fmt.Fprintf(c.stderr, "lvsctl: %s %s: still %s after %s; the server stays drained\n%s", svc, srv, left, timeout, left.timers())
 			return exitWaitTimeout
 		}
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(c.stderr, "lvsctl: interrupted with %d active connections; the server stays drained\n", conns.ActiveConns)
+			fmt.Fprintf(c.stderr, "lvsctl: interrupted with %s left; the server stays drained\n", left)
 			return exitFailed
 		case <-tick.C:
 		}
 	}
+}
+
+// drainLeft is what the kernel still holds for a drained server.
+type drainLeft struct {
+	active, inactive int
+	// templates is -1 when lvs-monitor does not report them (an older
+	// one, or one without a live table).
+	templates      int
+	persistTimeout int // seconds, ipvsadm -p; 0: not persistent
+}
+
+func leftOf(c api.Connections) drainLeft {
+	l := drainLeft{active: c.ActiveConns, inactive: c.InactiveConns, templates: -1, persistTimeout: c.PersistTimeoutSeconds}
+	if c.PersistConns != nil {
+		l.templates = *c.PersistConns
+	}
+	return l
+}
+
+// empty: no connection and no template that could bring one.
+func (l drainLeft) empty() bool { return l.active == 0 && l.inactive == 0 && l.templates <= 0 }
+
+func (l drainLeft) String() string {
+	s := fmt.Sprintf("%d active, %d inactive connections", l.active, l.inactive)
+	switch {
+	case l.templates == 1:
+		s += ", 1 persistence template"
+	case l.templates >= 0:
+		s += fmt.Sprintf(", %d persistence templates", l.templates)
+	}
+	return s
+}
+
+// doneText says what "drained" means for l (empty).
+func (l drainLeft) doneText() string {
+	if l.templates < 0 {
+		return "no connections left (persistence templates not counted: this lvs-monitor does not report them)"
+	}
+	return "no connections and no persistence templates left"
+}
+
+// timers says, for each kind of entry left, which kernel timer removes it.
+func (l drainLeft) timers() string {
+	var b strings.Builder
+	if l.active > 0 {
+		b.WriteString("  active connections: end when client or server closes them, or after the tcp (ESTABLISHED) timeout of silence (ipvsadm -L --timeout)\n")
+	}
+	if l.inactive > 0 {
+		b.WriteString("  inactive connections: each removed when its state's timer ends: TIME_WAIT 120 s, CLOSE_WAIT 60 s, CLOSE 10 s; FIN_WAIT and UDP as tcpfin and udp in ipvsadm -L --timeout\n")
+	}
+	if l.templates > 0 {
+		fmt.Fprintf(&b, "  persistence templates: each removed %d s (ipvsadm -p) after the last new connection it sent, not before its connections are gone; while it lives its client's new connections still come here unless net.ipv4.vs.expire_quiescent_template = 1\n", l.persistTimeout)
+	}
+	return b.String()
 }
 
 func (c *cli) undrain(ctx context.Context, args []string) int {

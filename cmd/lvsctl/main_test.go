@@ -221,20 +221,37 @@ func TestDrainWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := r.Table.SetActive(controltest.Service, controltest.A, 0, 7); err != nil {
-		t.Fatal(err)
+	// No active connection left, but inactive ones and persistence
+	// templates: still waiting, for each in turn.
+	must(t, r.Table.SetPersistTimeout(controltest.Service, 90*time.Second))
+	must(t, r.Table.SetPersistConns(controltest.Service, controltest.A, 2))
+	for _, step := range []struct{ active, inactive, templates int }{{0, 7, 2}, {0, 0, 2}, {0, 0, 1}} {
+		must(t, r.Table.SetActive(controltest.Service, controltest.A, step.active, step.inactive))
+		must(t, r.Table.SetPersistConns(controltest.Service, controltest.A, step.templates))
+		time.Sleep(200 * time.Millisecond)
+		select {
+		case res := <-done:
+			t.Fatalf("drain --wait returned with %+v left: %+v", step, res)
+		default:
+		}
 	}
+	must(t, r.Table.SetPersistConns(controltest.Service, controltest.A, 0))
 	var res result
 	select {
 	case res = <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("drain --wait did not return after the connections reached 0")
+		t.Fatal("drain --wait did not return after the connections and templates reached 0")
 	}
 	if res.code != 0 {
 		t.Fatalf("drain --wait: exit %d: %s", res.code, res.errOut)
 	}
-	contains(t, "drain --wait output", res.out, "drained: weight 0", "waiting: 5 active, 2 inactive", "waiting: 3 active, 4 inactive",
-		"drained: no active connections left", "7 inactive")
+	contains(t, "drain --wait output", res.out, "drained: weight 0",
+		"waiting: 5 active, 2 inactive connections, 0 persistence templates",
+		"waiting: 3 active, 4 inactive connections, 0 persistence templates",
+		"waiting: 0 active, 7 inactive connections, 2 persistence templates",
+		"waiting: 0 active, 0 inactive connections, 2 persistence templates",
+		"waiting: 0 active, 0 inactive connections, 1 persistence template",
+		"drained: no connections and no persistence templates left after ")
 	cancel()
 	<-loopDone
 	// Kept drained by the cycles that follow.
@@ -260,8 +277,9 @@ func TestDrainWaitTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %v", d)
 	}
-	contains(t, "output", out, "waiting: 5 active")
-	contains(t, "stderr", errOut, "still 5 active connections", "stays drained")
+	contains(t, "output", out, "waiting: 5 active, 0 inactive connections, 0 persistence templates")
+	contains(t, "stderr", errOut, "still 5 active, 0 inactive connections, 0 persistence templates after 200ms; the server stays drained\n",
+		"  active connections: end when client or server closes them")
 	if w := r.Weight(controltest.B); w != 0 {
 		t.Errorf("weight after the timeout: %d, want 0 (the drain stands)", w)
 	}

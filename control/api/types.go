@@ -352,6 +352,18 @@ type Connections struct {
 	InactiveConns int       `json:"inactive_connections"`
 	Live          bool      `json:"live"`
 	At            time.Time `json:"at"`
+	// PersistConns is how many persistence templates point at the
+	// server (ipvsadm -L --persistent-conn), read live after the counts
+	// above; nil when the daemon cannot read them (no live table, or an
+	// older daemon). While one lives, new connections from its client
+	// can still reach the server, weight 0 or not.
+	PersistConns *int `json:"persistence_templates,omitempty"`
+	// PersistTimeoutSeconds is the service's persistence timeout
+	// (ipvsadm -p), 0 when it is not persistent: the kernel sets a
+	// template's timer to it at each new connection through the
+	// template, and again when it runs out while the template still has
+	// connections.
+	PersistTimeoutSeconds int `json:"persistence_timeout_seconds,omitempty"`
 }
 
 // Reload is the reply to POST /v1/reload.

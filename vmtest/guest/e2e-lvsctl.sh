@@ -9,8 +9,9 @@
 # lvsctl's exit status and output:
 #   a. with a client holding a connection through the VIP to rs1 (an idle
 #      nc, ActiveConn of rs1 > 0), `lvsctl drain --wait --timeout 60s` sets
-#      rs1 to 0 at once and does not return while the connection is open;
-#      once it is closed lvsctl exits 0 within a bound and rs1 stays 0.
+#      rs1 to 0 at once and does not return while the connection is open,
+#      nor while its closing entry (FIN_WAIT, inactive) is in the table;
+#      once that is gone lvsctl exits 0 and rs1 stays 0.
 #      With a connection held, `--timeout 2s` exits 4 and the drain stays;
 #   b. `lvsctl undrain` gives rs1 a non-zero weight again;
 #   c. a broken configuration over the monitor's file: `lvsctl reload` exits
@@ -89,9 +90,19 @@ hold_rs1() {
 	in_ns director ipvsadm -Lnc | grep ESTABLISHED
 }
 release() {
-	for p in $HOLD; do kill "$p" 2>/dev/null; done
+	for p in $HOLD; do kill "$p" 2>/dev/null; kill -CONT "$p" 2>/dev/null; done
 	for p in $HOLD; do wait "$p" 2>/dev/null; done
 	HOLD=
+}
+# close_rs1_server_side: rs1's httpd children (its end of the held
+# connection; rs1 is drained, so no probe is being served) are killed with
+# the clients stopped: the server's FIN takes the kernel's entry to FIN_WAIT
+# (inactive, tcpfin = 5 s, set below) and no client FIN follows it to
+# TIME_WAIT (120 s). The stopped nc are killed by release.
+close_rs1_server_side() {
+	for p in $HOLD; do kill -STOP "$p" 2>/dev/null; done
+	# shellcheck disable=SC2046
+	kill $(awk -v pp="$(cat "$W/httpd1.pid")" '$4 == pp { print $1 }' /proc/[0-9]*/stat 2>/dev/null) 2>/dev/null
 }
 
 # --- setup -----------------------------------------------------------------
@@ -121,6 +132,8 @@ for i in 1 2 3; do wait_for "rs$i answers" answers "$i"; done
 # went to the heavier servers and none to rs1 at weight 1.
 run in_ns director ipvsadm -A -t "$SVC" -s rr
 for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w 10; done
+# FIN_WAIT 5 s instead of 120 (0: unchanged), for a's closing entry.
+run in_ns director ipvsadm --set 0 5 0
 
 cat >"$W/monitor.toml" <<EOF
 interval = "1s"
@@ -177,15 +190,32 @@ hold_cycles 5 "a: lvsctl drain --wait still waiting" lvsctl_waits
 [ "$(active 1)" -gt 0 ] || fail "a: rs1 lost its connection on its own"
 grep -q 'waiting: [1-9][0-9]* active' "$W/lvsctl-drain.out" || fail "a: lvsctl drain --wait shows no progress"
 say "lvsctl drain --wait still waiting after $held monitor cycles: $(tail -n 1 "$W/lvsctl-drain.out")"
-release
+close_rs1_server_side
 t0=$(now)
-lvsctl_done() { ! kill -0 "$LPID" 2>/dev/null; }
-wait_cycles 10 "lvsctl drain --wait returns after the connection closed" lvsctl_done
+# lvsctl's state first, then the table's: once gone, rs1's entry does not
+# come back (the clients are stopped), so lvsctl gone while the kernel
+# still shows it means it returned too early.
+closing=0
+polls=0
+while :; do
+	alive=1
+	kill -0 "$LPID" 2>/dev/null || alive=0
+	_a=$(active 1) _i=$(field 1 6)
+	[ "$alive" = 0 ] && [ "$((_a + _i))" -gt 0 ] && fail "a: lvsctl drain --wait returned with rs1 holding $_a active, $_i inactive connection(s)"
+	[ "$alive" = 0 ] && break
+	[ "$_a" = 0 ] && [ "$_i" -gt 0 ] && closing=$((closing + 1))
+	polls=$((polls + 1))
+	[ "$polls" -lt 600 ] || fail "a: lvsctl drain --wait still waiting after $polls polls: rs1 $_a active, $_i inactive"
+	sleep 0.3
+done
 wait "$LPID"
 rc=$?
 cat "$W/lvsctl-drain.out"
 [ "$rc" = 0 ] || fail "a: lvsctl drain --wait exited $rc after the connection closed"
-grep -q '^drained: no active connections left' "$W/lvsctl-drain.out" || fail "a: lvsctl drain --wait did not say drained"
+[ "$closing" -ge 1 ] || fail "a: never saw lvsctl waiting on rs1's closing entry alone ($polls polls)"
+grep -q '^waiting: 0 active, [1-9][0-9]* inactive connections' "$W/lvsctl-drain.out" || fail "a: lvsctl did not show the closing entry"
+grep -q '^drained: no connections and no persistence templates left' "$W/lvsctl-drain.out" || fail "a: lvsctl drain --wait did not say drained"
+release
 [ "$(weight 1)" = 0 ] || fail "a: rs1 is $(weight 1) after the drain"
 pass_cycles 2
 [ "$(weight 1)" = 0 ] || fail "a: rs1 is $(weight 1) two cycles after the drain"
