@@ -23,6 +23,8 @@ type BenefitOptions struct {
 	// Seeds are the simulator seeds: each is one draw of the requests,
 	// the same for both runs (default 1, 2, 3).
 	Seeds []uint64
+	// Workers bounds the simulations run at once (default GOMAXPROCS).
+	Workers int
 	// History sets how the scenario is built (MaxCycles is raised to the
 	// window's cycles: the whole window is replayed).
 	History HistoryOptions
@@ -163,7 +165,7 @@ func Benefit(src func(fn func(history.Record)) error, service string, opts Benef
 	static := sim.PolicySpec{Name: sim.PolNominal}
 	monitor := sim.PolicySpec{Name: sim.PolRecorded, Replay: replay}
 	b := &sim.Bench{Scenarios: []*sim.Scenario{sc}, Policies: []sim.PolicySpec{static, monitor},
-		Schedulers: []string{res.Scheduler}, Seeds: res.Seeds}
+		Schedulers: []string{res.Scheduler}, Seeds: res.Seeds, Workers: opts.Workers}
 	results, err := b.Run()
 	if err != nil {
 		return res, fmt.Errorf("benefit of %s: %w", service, err)

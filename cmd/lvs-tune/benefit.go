@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ import (
 )
 
 const benefitUsage = `usage: lvs-tune benefit [-config FILE | -dir DIR_OR_FILE] [-service SERVICE] [-window D] [-until TIME]
-                        [-sched S] [-seeds SEEDS] [-textfile FILE] [-v]
+                        [-sched S] [-seeds SEEDS] [-workers N] [-textfile FILE] [-v]
 
 Replays the last -window of the recorded history through the simulator twice, on the same
 requests: with each server's default weight throughout (static) and with the weights
@@ -49,6 +50,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 	sched := fs.String("sched", "wrr", "the kernel `scheduler` both runs use (the history does not record it): rr, wrr, lc, wlc or sed")
 	seeds := fs.String("seeds", "1-3", "simulator `seeds`: each is one draw of the requests, the same for both runs; the figures are the means")
 	textfile := fs.String("textfile", "", "also write the figures as node_exporter textfile-collector metrics to `FILE` (name it *.prom; written to a temporary file, then renamed)")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel (each holds about 30 bytes per request of its window)")
 	verbose := fs.Bool("v", false, "print the scenario each service's window was turned into")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benefitUsage)
@@ -71,6 +73,9 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 	}
 	if *window <= 0 {
 		return mistake("-window %v: want a positive duration such as 1h", *window)
+	}
+	if *workers < 1 {
+		return mistake("-workers %d: want 1 or more", *workers)
 	}
 	if !slices.Contains([]string{"rr", "wrr", "lc", "wlc", "sed"}, *sched) {
 		return mistake("-sched %q: want rr, wrr, lc, wlc or sed", *sched)
@@ -140,7 +145,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 		res, err := tune.Benefit(func(fn func(history.Record)) error {
 			_, err := eachRecord(*dir, history.Filter{Service: svc}, fn)
 			return err
-		}, svc, tune.BenefitOptions{From: from, Until: end, Scheduler: *sched, Seeds: seedList})
+		}, svc, tune.BenefitOptions{From: from, Until: end, Scheduler: *sched, Seeds: seedList, Workers: *workers})
 		if err != nil {
 			if errors.Is(err, errReadHistory) || len(services) == 1 {
 				return err

@@ -84,7 +84,7 @@ func TestBenefitCommand(t *testing.T) {
 	}
 	prom := filepath.Join(t.TempDir(), "lvs_benefit.prom")
 	var stdout, stderr bytes.Buffer
-	err = run([]string{"benefit", "-dir", dir, "-until", "last", "-seeds", "1-2", "-textfile", prom}, &stdout, &stderr)
+	err = run([]string{"benefit", "-dir", dir, "-until", "last", "-seeds", "1-2", "-workers", "1", "-textfile", prom}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatalf("lvs-tune benefit: %v", err)
@@ -203,6 +203,7 @@ func TestBenefitBadInput(t *testing.T) {
 		{"bad until", []string{"-dir", recorded, "-until", "yesterday"}, cmdline.ExitUsage, `-until "yesterday": want now, last or an RFC 3339 time`},
 		{"bad scheduler", []string{"-dir", recorded, "-sched", "mh"}, cmdline.ExitUsage, `-sched "mh": want rr, wrr, lc, wlc or sed`},
 		{"bad seeds", []string{"-dir", recorded, "-seeds", "x"}, cmdline.ExitUsage, `-seeds "x"`},
+		{"no workers", []string{"-dir", recorded, "-workers", "0"}, cmdline.ExitUsage, "-workers 0: want 1 or more"},
 		{"an argument", []string{"-dir", recorded, "extra"}, cmdline.ExitUsage, `unexpected argument "extra"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
