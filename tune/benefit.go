@@ -25,6 +25,11 @@ type BenefitOptions struct {
 	Seeds []uint64
 	// Workers bounds the simulations run at once (default GOMAXPROCS).
 	Workers int
+	// MaxRequests bounds the requests one run may simulate (default
+	// DefaultMaxRequests): each holds about 30 bytes while its seed's
+	// runs last, so the window's traffic, not the history's size, is
+	// what the memory grows with.
+	MaxRequests float64
 	// History sets how the scenario is built (MaxCycles is raised to the
 	// window's cycles: the whole window is replayed).
 	History HistoryOptions
@@ -86,6 +91,14 @@ func ratio(static, monitor float64) float64 {
 	}
 	return static / monitor
 }
+
+// DefaultMaxRequests is Benefit's default bound on the requests of one
+// run: about 600 MB of memory; an hour at 5,500 connections a second.
+const DefaultMaxRequests = 20e6
+
+// ErrTooLarge is Benefit's answer when the window's traffic is more than
+// MaxRequests to simulate.
+var ErrTooLarge = errors.New("too much traffic to replay")
 
 // ErrNoRecords is Benefit's answer when the window holds no record of
 // the service.
@@ -152,6 +165,9 @@ func Benefit(src func(fn func(history.Record)) error, service string, opts Benef
 	if err != nil {
 		return res, err
 	}
+	if err := checkSize(sc, opts.MaxRequests); err != nil {
+		return res, fmt.Errorf("%s: %w", service, err)
+	}
 	slices.SortStableFunc(cells, func(a, b weightCell) int { return a.t.Compare(b.t) })
 	res.First, res.Last = cells[0].t, cells[len(cells)-1].t
 	res.Span = sc.Duration
@@ -181,6 +197,29 @@ func Benefit(src func(fn func(history.Record)) error, service string, opts Benef
 	res.Static.summarise()
 	res.Monitor.summarise()
 	return res, nil
+}
+
+// checkSize refuses a scenario whose runs would simulate more than max
+// requests (0: DefaultMaxRequests), or draw more than ten times that many
+// candidates (the stream thins a Poisson process at the peak rate): a
+// history that recorded a burst of millions of connections a second must
+// not make the replay allocate without bound.
+func checkSize(sc *sim.Scenario, max float64) error {
+	if max <= 0 {
+		max = DefaultMaxRequests
+	}
+	base, dur := sc.BaseRate(), sc.Duration.Seconds()
+	expected, peak := dur, 1.0
+	for _, f := range sc.Workload.Flash {
+		expected += (f.Factor - 1) * f.Length.Seconds()
+		peak *= math.Max(1, f.Factor)
+	}
+	expected *= base
+	if expected > max || base*peak*dur > 10*max {
+		return fmt.Errorf("%w: the window is about %.3g requests to simulate per run (%.0f connections/s over %s, up to ×%.3g), more than %.3g: replay a shorter window",
+			ErrTooLarge, expected, base, sc.Duration, peak, max)
+	}
+	return nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

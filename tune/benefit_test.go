@@ -234,6 +234,26 @@ func TestBenefitWindow(t *testing.T) {
 	if !errors.Is(err, ErrNoRecords) || !strings.Contains(err.Error(), "no record of 192.0.2.99:80/tcp") {
 		t.Errorf("unknown service: %v", err)
 	}
+	// 150 s at 300/s is 45,000 requests: refused under 40,000.
+	_, err = Benefit(recordsSource(recs), testService, BenefitOptions{
+		From: benefitStart.Add(145 * time.Second), Until: benefitStart.Add(295 * time.Second), MaxRequests: 40000})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "about 4.5e+04 requests to simulate per run (300 connections/s over 2m30s, up to ×1), more than 4e+04") {
+		t.Errorf("45,000 requests against a bound of 40,000: %v", err)
+	}
+	// A recorded burst of a thousand times the rate for 3 cycles (15 s of
+	// 300 s): 300 × (300 + 999 × 15) = 4.59 million requests, under a bound
+	// of 5 million, but the stream would draw 300 × 1000 × 300 = 90
+	// million candidates, more than ten times it.
+	burst := benefitHistory(60, 300, 0.05, 8, 10, []float64{1, 1, 1}, func(int, int) int { return 10 })
+	for i := 3 * 50; i < 3*53; i++ { // cycles 50–52
+		n := *burst[i].NewConns * 1000
+		burst[i].NewConns = &n
+	}
+	_, err = Benefit(recordsSource(burst), testService, BenefitOptions{
+		From: benefitStart.Add(-time.Second), Until: benefitStart.Add(time.Hour), MaxRequests: 5e6})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "about 4.59e+06 requests to simulate per run (300 connections/s over 5m0s, up to ×1e+03), more than 5e+06") {
+		t.Errorf("a recorded burst of ×1000: %v", err)
+	}
 	// Too few cycles for a scenario: the builder's refusal.
 	_, err = Benefit(recordsSource(recs), testService, BenefitOptions{From: benefitStart.Add(200 * time.Second), Until: benefitStart.Add(time.Hour)})
 	if err == nil || !strings.Contains(err.Error(), "need at least 20") {

@@ -21,7 +21,7 @@ import (
 )
 
 const benefitUsage = `usage: lvs-tune benefit [-config FILE | -dir DIR_OR_FILE] [-service SERVICE] [-window D] [-until TIME]
-                        [-sched S] [-seeds SEEDS] [-workers N] [-textfile FILE] [-v]
+                        [-sched S] [-seeds SEEDS] [-workers N] [-max-requests N] [-textfile FILE] [-v]
 
 Replays the last -window of the recorded history through the simulator twice, on the same
 requests: with each server's default weight throughout (static) and with the weights
@@ -34,7 +34,8 @@ flags:
 
 const benefitExit = `
 exit status: 0 printed (and written); 1 no history, no records in the window, a service that could
-not be replayed, or the textfile not written; 2 a command-line mistake
+not be replayed (too few cycles, more than -max-requests), or the textfile not written; 2 a
+command-line mistake
 `
 
 // now is the clock -until defaults to (tests set it).
@@ -51,6 +52,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 	seeds := fs.String("seeds", "1-3", "simulator `seeds`: each is one draw of the requests, the same for both runs; the figures are the means")
 	textfile := fs.String("textfile", "", "also write the figures as node_exporter textfile-collector metrics to `FILE` (name it *.prom; written to a temporary file, then renamed)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "simulations in parallel (each holds about 30 bytes per request of its window)")
+	maxRequests := fs.Float64("max-requests", tune.DefaultMaxRequests, "refuse a window of more than `N` requests to simulate per run (about 30 bytes each)")
 	verbose := fs.Bool("v", false, "print the scenario each service's window was turned into")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benefitUsage)
@@ -73,6 +75,9 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 	}
 	if *window <= 0 {
 		return mistake("-window %v: want a positive duration such as 1h", *window)
+	}
+	if !(*maxRequests >= 1) {
+		return mistake("-max-requests %v: want 1 or more", *maxRequests)
 	}
 	if *workers < 1 {
 		return mistake("-workers %d: want 1 or more", *workers)
@@ -145,7 +150,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 		res, err := tune.Benefit(func(fn func(history.Record)) error {
 			_, err := eachRecord(*dir, history.Filter{Service: svc}, fn)
 			return err
-		}, svc, tune.BenefitOptions{From: from, Until: end, Scheduler: *sched, Seeds: seedList, Workers: *workers})
+		}, svc, tune.BenefitOptions{From: from, Until: end, Scheduler: *sched, Seeds: seedList, Workers: *workers, MaxRequests: *maxRequests})
 		if err != nil {
 			if errors.Is(err, errReadHistory) || len(services) == 1 {
 				return err

@@ -204,6 +204,9 @@ func TestBenefitBadInput(t *testing.T) {
 		{"bad scheduler", []string{"-dir", recorded, "-sched", "mh"}, cmdline.ExitUsage, `-sched "mh": want rr, wrr, lc, wlc or sed`},
 		{"bad seeds", []string{"-dir", recorded, "-seeds", "x"}, cmdline.ExitUsage, `-seeds "x"`},
 		{"no workers", []string{"-dir", recorded, "-workers", "0"}, cmdline.ExitUsage, "-workers 0: want 1 or more"},
+		{"no requests", []string{"-dir", recorded, "-max-requests", "0"}, cmdline.ExitUsage, "-max-requests 0: want 1 or more"},
+		{"too many requests", []string{"-dir", recorded, "-until", "last", "-max-requests", "1e5"}, exitFailed,
+			"192.0.2.10:80/tcp: too much traffic to replay: the window is about 1.08e+05 requests to simulate per run (720 connections/s over 2m30s, up to ×1), more than 1e+05: replay a shorter window"},
 		{"an argument", []string{"-dir", recorded, "extra"}, cmdline.ExitUsage, `unexpected argument "extra"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ func (c *cli) benefit(ctx context.Context, args []string) int {
 	fs.String("until", "now", "the window's end: now, last (the history's last record) or an RFC 3339 `TIME`")
 	fs.String("sched", "wrr", "the kernel `scheduler` both runs use (not recorded in the history): rr, wrr, lc, wlc or sed")
 	fs.String("seeds", "1-3", "simulator `seeds` (draws of the requests, the same for both runs; figures are the means)")
+	fs.String("max-requests", "", "refuse a window of more than `N` requests to simulate per run (default 2e7, about 30 bytes each)")
 	fs.String("textfile", "", "also write node_exporter textfile-collector metrics (lvs_benefit_*) to `FILE`")
 	fs.Bool("v", false, "print the scenario each window was turned into")
 	pos, code, done := c.parse(fs, args)
@@ -34,7 +35,7 @@ func (c *cli) benefit(ctx context.Context, args []string) int {
 	}
 	out := []string{"benefit", "-config", c.config}
 	own := map[string]bool{}
-	for _, name := range []string{"dir", "service", "window", "until", "sched", "seeds", "textfile", "v"} {
+	for _, name := range []string{"dir", "service", "window", "until", "sched", "seeds", "max-requests", "textfile", "v"} {
 		own[name] = true
 	}
 	fs.Visit(func(f *flag.Flag) {
