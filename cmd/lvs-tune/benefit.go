@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -13,7 +15,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/google/renameio/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"lvs-feedback/history"
 	"lvs-feedback/internal/cmdline"
@@ -272,9 +276,13 @@ func ratioText(x float64) string {
 }
 
 // writeBenefitTextfile writes the results as node_exporter textfile
-// metrics: a registry of its own, written to a temporary file beside
-// FILE and renamed over it (prometheus.WriteToTextfile), so that the
-// collector never reads half a file.
+// metrics: the text format of a registry of its own, written to a
+// temporary file beside FILE and renamed over it (renameio), so that the
+// collector never reads half a file. The temporary file is made 0644
+// through its descriptor, never by its name: the directory may be
+// writable by the collector's user, who could swap a link in under a
+// name between a write and a chmod (client_golang's WriteToTextfile
+// chmods by name).
 func writeBenefitTextfile(path string, results []tune.BenefitResult, at time.Time) error {
 	reg := prometheus.NewRegistry()
 	p99 := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lvs_benefit_p99_seconds",
@@ -297,7 +305,16 @@ func writeBenefitTextfile(path string, results []tune.BenefitResult, at time.Tim
 		writes.WithLabelValues(r.Service).Set(float64(r.Writes))
 	}
 	last.Set(float64(at.UnixNano()) / 1e9)
-	// WriteToTextfile leaves the file readable by all (0644): the
-	// collector runs as another user.
-	return prometheus.WriteToTextfile(path, reg)
+	fams, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	for _, mf := range fams {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			return err
+		}
+	}
+	// Readable by all: the collector runs as another user.
+	return renameio.WriteFile(path, b.Bytes(), 0o644, renameio.WithStaticPermissions(0o644), renameio.WithTempDir(filepath.Dir(path)))
 }
