@@ -120,7 +120,7 @@ DOCDIR ?= $(PREFIX)/share/doc/lvs-feedback
 VERSION ?= $(shell awk 'NR == 1 { gsub(/[()]/, "", $$2); print $$2 }' packaging/changelog)
 MANDIR ?= $(PREFIX)/share/man
 MODULESLOADDIR ?= $(PREFIX)/lib/modules-load.d
-INSTALL_CMDS := lvs-monitor lvs-agent lvsctl
+INSTALL_CMDS := lvs-monitor lvs-agent lvsctl lvs-tune
 
 .PHONY: install deb systemd-check man man-check
 
@@ -149,11 +149,11 @@ install:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/lvs-monitor $(DESTDIR)$(DOCDIR)/examples \
 		$(DESTDIR)$(DOCDIR)/results $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MODULESLOADDIR)
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(BINDIR)/
-	for u in lvs-monitor lvs-agent; do \
+	for u in lvs-monitor.service lvs-agent.service lvs-benefit.service lvs-benefit.timer; do \
 		sed -e 's|/usr/bin/|$(BINDIR)/|g' -e 's|/etc/lvs-monitor/|$(SYSCONFDIR)/lvs-monitor/|g' \
 			-e 's|/etc/default/|$(SYSCONFDIR)/default/|g' -e 's|/usr/lib/modules-load.d/|$(MODULESLOADDIR)/|g' \
 			-e 's|file:///usr/share/doc/lvs-[a-z]*/\([a-z-]*\.md\)\.gz|file://$(DOCDIR)/\1|g' \
-			systemd/$$u.service > $(DESTDIR)$(UNITDIR)/$$u.service && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u.service; \
+			systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u; \
 	done
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml ]; then \
 		echo "kept $(DESTDIR)$(SYSCONFDIR)/lvs-monitor/lvs-monitor.toml (the example is in $(DOCDIR)/examples)"; \

@@ -36,8 +36,8 @@ mkdir -p "$STAGE/bin" "$STAGE/man" "$STAGE/doc/lvs-monitor/examples" "$STAGE/doc
 # lvs_monitor_build_info (the commit, when recorded, stays beside it).
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
 	-ldflags="-s -w -X lvs-feedback/internal/buildinfo.packageVersion=$VERSION" \
-	-o "$STAGE/bin/" ./cmd/lvs-monitor ./cmd/lvs-agent ./cmd/lvsctl
-tar -cf - systemd/lvs-monitor.service systemd/lvs-agent.service packaging/default packaging/modules-load.d packaging/lintian \
+	-o "$STAGE/bin/" ./cmd/lvs-monitor ./cmd/lvs-agent ./cmd/lvsctl ./cmd/lvs-tune
+tar -cf - systemd/lvs-monitor.service systemd/lvs-agent.service systemd/lvs-benefit.service systemd/lvs-benefit.timer packaging/default packaging/modules-load.d packaging/lintian \
 	packaging/scripts docs/examples/lvs-monitor.toml | tar -xf - -C "$STAGE"
 
 # gzip -9n: best compression, no name or time stamp (reproducible).

@@ -201,8 +201,9 @@ func TestDebs(t *testing.T) {
 
 	t.Run("lvs-monitor contents", func(t *testing.T) {
 		want := []string{
-			"/usr/bin/lvs-monitor", "/usr/bin/lvsctl",
+			"/usr/bin/lvs-monitor", "/usr/bin/lvsctl", "/usr/bin/lvs-tune",
 			"/lib/systemd/system/lvs-monitor.service",
+			"/lib/systemd/system/lvs-benefit.service", "/lib/systemd/system/lvs-benefit.timer",
 			"/usr/lib/modules-load.d/lvs-monitor.conf",
 			"/etc/lvs-monitor/lvs-monitor.toml", "/etc/default/lvs-monitor",
 			"/usr/share/man/man8/lvs-monitor.8.gz", "/usr/share/man/man8/lvsctl.8.gz",

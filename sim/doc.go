@@ -16,10 +16,11 @@
 //     (monitor.go).
 //   - The yardsticks the monitor is compared with: static weights, the
 //     ideal-weights counterfactual, the PS-greedy oracle and the pooled
-//     server (policy.go).
+//     server (policy.go); and a recorded weight schedule replayed as
+//     written (replay.go).
 //   - The scoring: response-time percentiles (failed requests counted)
 //     against the ideal weights (the smallest exact integer weights,
-//     ideal.go), utilisation, hot windows, weight writes, oscillation,
+//     ideal.go), utilisation, hot windows, overload seconds, weight writes, oscillation,
 //     recovery time of the sliding p99 against the ideal run after each
 //     capacity event (recovery.go), reach and settle times, and the
 //     tables, CSV and plots that report them (metrics.go, bench.go,

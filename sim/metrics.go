@@ -31,6 +31,11 @@ type Result struct {
 	Util       []float64 // per server: mean busy fraction after the warm-up
 	UtilMax    float64
 	UtilSpread float64 // max − min over servers that were up
+	// Overload is the overload seconds: how many of the one-second
+	// samples after the warm-up and before the end of the arrivals had
+	// some server's CPU, or its disk, busy at least OverloadBusy of the
+	// second (a server down is busy 0). 0 for the pooled reference.
+	Overload float64
 	// Hot is the share of steady-state windows in which some server was
 	// above 95 % busy while the cluster as a whole was below 90 %.
 	Hot float64
@@ -182,6 +187,9 @@ func (r *run) result(keepSeries bool) Result {
 
 	steady := steadyPeriods(sc)
 	res.Hot = r.hotShare(steady)
+	if r.pool == nil {
+		res.Overload = r.overloadSeconds()
+	}
 	res.spans = eventSpans(sc, r.idealW)
 	res.p99w = slidingP99(r.st.Arrive, r.resp, RecoveryWindow, RecoveryStep, end)
 

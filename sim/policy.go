@@ -70,6 +70,9 @@ type PolicySpec struct {
 	// IdealPoll, for an "ideal-poll:DURATION" policy, is its period
 	// ("ideal-poll" alone: the scenario's interval).
 	IdealPoll time.Duration
+	// Replay, for a PolRecorded policy, is the recorded weight schedule
+	// it writes.
+	Replay *WeightReplay
 }
 
 // LVSConfigTOML is the LVS dynamic-feedback formula exactly as documented:
@@ -146,6 +149,11 @@ func (p PolicySpec) build(sc *Scenario) (policy, error) {
 	switch {
 	case p.Monitor != "":
 		return newMonitorPolicy(p.Name, p.Monitor, sc)
+	case p.Replay != nil:
+		if err := p.Replay.check(sc); err != nil {
+			return nil, err
+		}
+		return &replayPolicy{name: p.Name, w: p.Replay}, nil
 	case p.IdealLag > 0:
 		return &idealPolicy{name: p.Name, lag: p.IdealLag.Seconds()}, nil
 	case p.IdealPoll > 0:

@@ -90,12 +90,16 @@ type run struct {
 	idealCur []int       // the ideal weights now (updateIdeal)
 	idealW   [][]int     // ideal weights after each scenario event (nil: not a capacity event)
 	samples  [][]float32 // per server: busy fraction in each sample period
-	sampleDt float64
-	lastBusy []float64
-	shares   [][]float32 // per sample: per server weight
-	ideals   [][]float32 // per sample: per server ideal weight
-	tickErrs int
-	firstErr error
+	// diskSamples are the disks' busy fractions, as samples (nil
+	// without I/O); lastDisk their busy integrals at the last sample.
+	diskSamples [][]float32
+	lastDisk    []float64
+	sampleDt    float64
+	lastBusy    []float64
+	shares      [][]float32 // per sample: per server weight
+	ideals      [][]float32 // per sample: per server ideal weight
+	tickErrs    int
+	firstErr    error
 
 	driftFrom []float64   // per scenario event: a drift's starting speed factor
 	driftOf   map[int]int // per server: the drift event moving its speed now
@@ -148,6 +152,10 @@ func newRun(sc *Scenario, st *Stream, seed uint64, schedName string, pol policy)
 	}
 	r.samples = make([][]float32, len(r.srv))
 	r.lastBusy = make([]float64, len(r.srv))
+	if sc.Workload.hasIO() {
+		r.diskSamples = make([][]float32, n)
+		r.lastDisk = make([]float64, n)
+	}
 	return r, nil
 }
 
@@ -489,6 +497,11 @@ func (r *run) sample() {
 		s.advance(r.now)
 		r.samples[k] = append(r.samples[k], float32((s.busyInt-r.lastBusy[k])/r.sampleDt))
 		r.lastBusy[k] = s.busyInt
+	}
+	for k := range r.diskSamples {
+		b := r.diskBusyInt(k)
+		r.diskSamples[k] = append(r.diskSamples[k], float32((b-r.lastDisk[k])/r.sampleDt))
+		r.lastDisk[k] = b
 	}
 	for k := 0; k < n; k++ {
 		w[k] = float32(r.dests[k].Weight)

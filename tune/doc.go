@@ -26,6 +26,11 @@
 //     changes as measured, and what it approximated (histscenario.go);
 //     ScenarioFromHistorySource on streamed records, keeping a few
 //     numbers per server and cycle.
+//   - Benefit: the same scenario, from a window of the history, run
+//     twice on the same requests — each server's default weight, and the
+//     weights the monitor wrote, replayed at their cycles — for what the
+//     monitor bought: p99 and overload seconds of both (benefit.go;
+//     docs/history.md).
 //
 // It also writes a [coefficients] block into a configuration's text
 // (coefficients.go). It does no I/O: cmd/lvs-tune reads the history and

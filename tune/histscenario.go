@@ -367,9 +367,11 @@ func ScenarioFromHistorySource(src func(fn func(history.Record)) error, service 
 	sc.Workload.Utilisation = rep.Utilisation
 	for _, s := range segments(rate, o.Hold, o.Change) {
 		if f := s.level / rep.BaseRate; math.Abs(f-1) > o.Change {
-			step := LoadStep{At: at(s.start), Length: at(s.end) - at(s.start), Rate: s.level, Factor: round3(f)}
-			if s.end == len(times) {
+			step := LoadStep{At: at(s.start), Rate: s.level, Factor: round3(f)}
+			if s.end == len(times) { // to the end: there is no cycle s.end
 				step.Length = sc.Duration - step.At
+			} else {
+				step.Length = at(s.end) - step.At
 			}
 			rep.Load = append(rep.Load, step)
 			sc.Workload.Flash = append(sc.Workload.Flash, sim.FlashCrowd{At: step.At, Length: step.Length, Factor: step.Factor})

@@ -354,3 +354,30 @@ func BenchmarkSegmentsOscillating(b *testing.B) {
 		})
 	}
 }
+
+// A rise of the traffic that lasts to the history's last cycle is a
+// flash crowd up to the scenario's end (the builder indexed one cycle
+// past the last here, and panicked).
+func TestScenarioFromHistoryFlashToTheEnd(t *testing.T) {
+	recs := synthHistory(100, 300, 0.010, 0, []float64{1, 1, 1}, nil,
+		func(int, int) float64 { return 1 },
+		func(c int) float64 {
+			if c >= 80 {
+				return 2
+			}
+			return 1
+		})
+	sc, rep, err := ScenarioFromHistory(recs, testService, HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The figures of cycle 80 cover the interval from cycle 79, at 395 s;
+	// the scenario ends at 100 cycles of 5 s.
+	if len(rep.Load) != 1 || len(sc.Workload.Flash) != 1 {
+		t.Fatalf("load steps %+v, want one", rep.Load)
+	}
+	f := sc.Workload.Flash[0]
+	if f.At != 395*time.Second || f.At+f.Length != 500*time.Second || !near(f.Factor, 2, 0.05) {
+		t.Errorf("flash %+v, want ×2 from 395s to the end at 500s", f)
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"lvs-feedback/ipvs"
 	"lvs-feedback/monitor"
 	"lvs-feedback/policy"
+	"lvs-feedback/sim"
+	"lvs-feedback/tune"
 )
 
 // backendRoleEnv makes the test binary play a backend: the demo re-executes
@@ -107,6 +109,7 @@ func TestDemoShortRun(t *testing.T) {
 	}
 	assertAllExited(t, res.PIDs)
 	assertHistoryKept(t, o.StateDir, len(res.Cycles))
+	assertBenefit(t, o.StateDir)
 	if len(res.PIDs) != 2*numServers {
 		t.Errorf("%d child PIDs recorded, want %d", len(res.PIDs), 2*numServers)
 	}
@@ -158,6 +161,45 @@ func assertHistoryKept(t *testing.T, dir string, cycles int) {
 	for srv, n := range perServer {
 		if n != cycles {
 			t.Errorf("history has %d records of %s, want one per cycle: %d", n, srv, cycles)
+		}
+	}
+}
+
+// assertBenefit replays the kept history as lvs-tune benefit (lvsctl
+// benefit) does, over all of it: the demo's own recording is a history it
+// can replay; the monitor run replays the hogged server's fall and
+// recovery (two weight changes at least); and when the builder saw the
+// hog as a loss of more than half the server's capacity, static weights,
+// which keep sending it a third of the traffic, have the higher p99.
+func assertBenefit(t *testing.T, dir string) {
+	t.Helper()
+	var recs []history.Record
+	if _, err := history.Read(dir, history.Filter{Service: demoService}, func(r history.Record) { recs = append(recs, r) }); err != nil || len(recs) == 0 {
+		t.Fatalf("read the kept history: %d records, %v", len(recs), err)
+	}
+	first, last := recs[0].Time, recs[len(recs)-1].Time
+	res, err := tune.Benefit(func(fn func(history.Record)) error {
+		for _, r := range recs {
+			fn(r)
+		}
+		return nil
+	}, demoService, tune.BenefitOptions{From: first.Add(-time.Second), Until: last, Seeds: []uint64{1, 2}})
+	if err != nil {
+		t.Fatalf("benefit on the demo's history: %v", err)
+	}
+	t.Logf("benefit: static p99 %.4fs overload %.0fs; monitor p99 %.4fs overload %.0fs; %d weight changes; events %+v",
+		res.Static.P99, res.Static.Overload, res.Monitor.P99, res.Monitor.Overload, res.Writes, res.Report.Events)
+	if res.Writes < 2 {
+		t.Errorf("%d weight changes replayed, want the fall and the recovery at least", res.Writes)
+	}
+	for _, p := range []float64{res.Static.P99, res.Monitor.P99} {
+		if !(p > 0) || math.IsInf(p, 1) {
+			t.Errorf("p99 %v, want a finite positive figure", p)
+		}
+	}
+	for _, e := range res.Report.Events {
+		if e.Kind == sim.EvSpeed && e.Factor < 0.5 && !(res.P99Ratio() > 1) {
+			t.Errorf("the hog is a speed ×%g, and static p99 ÷ monitor's is %v: want above 1", e.Factor, res.P99Ratio())
 		}
 	}
 }

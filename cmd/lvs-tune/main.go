@@ -4,13 +4,18 @@
 //	lvs-tune regress [-config FILE] [-dir STATE_DIR] [-service S]
 //	lvs-tune search -scenario FILE [-config FILE] [-base FILE] [-train 1-3] [-held 4-8] …
 //	lvs-tune search -history DIR_OR_FILE -service SERVICE [-write-scenario FILE] …
+//	lvs-tune benefit [-dir DIR_OR_FILE] [-window 1h] [-until now|last|TIME] [-textfile FILE] …
 //
 // regress fits the coefficients to the recorder's history for the
 // controller the configuration runs (package tune, Regress: stepwise
 // selection by partial F-tests at -significance); search runs a genetic
 // search on the simulator (tune.Search), on a scenario file or on one
 // built from a recorded history (tune.ScenarioFromHistory).
-// Both print a verdict first. To apply: the [coefficients] block, checked
+// benefit is not a method: it replays a window of the history through the
+// simulator with static weights and with the weights the monitor wrote,
+// and prints what the monitor bought (tune.Benefit; exit status 0
+// printed, 1 failed, 2 bad flags). regress and search print a verdict
+// first. To apply: the [coefficients] block, checked
 // in the running configuration with the block replaced (as lvs-monitor
 // -check would), what changes against the running file, and the expected
 // gain with its spread. To keep the running coefficients (not better on
@@ -97,6 +102,7 @@ command-line mistake; 1 a failed run
 const usageText = `usage:
   lvs-tune regress [flags]   fit the coefficients to the history (lvs-tune regress -h)
   lvs-tune search [flags]    search them on the simulator (lvs-tune search -h)
+  lvs-tune benefit [flags]   what the monitor's weights bought on the recorded traffic (lvs-tune benefit -h)
 
 flags:
 `
@@ -124,6 +130,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runRegress(fs.Args()[1:], stdout, stderr)
 	case "search":
 		return runSearch(fs.Args()[1:], stdout, stderr)
+	case "benefit":
+		return runBenefit(fs.Args()[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "lvs-tune: unknown method %q\n", fs.Arg(0))
 	fs.Usage()

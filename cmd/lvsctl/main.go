@@ -13,6 +13,7 @@
 //	lvsctl undrain SERVICE SERVER
 //	lvsctl explain SERVICE SERVER [-o table|json]
 //	lvsctl history SERVICE [SERVER] [-n N] [-o table|json] [-dir DIR]
+//	lvsctl benefit [-window D] [-until now|last|TIME] [-service S] [-dir DIR] [-textfile FILE]
 //	lvsctl reload
 //	lvsctl check-config FILE
 //	lvsctl version
@@ -35,6 +36,9 @@
 // found next to lvsctl's executable, else in PATH, and passes on its
 // output and exit status: the file is checked by the daemon that will
 // read it, and lvsctl links none of the daemon.
+//
+// benefit runs `lvs-tune benefit`, found the same way, with its flags
+// and -config: the replay runs the simulator, which links the monitor.
 //
 // Exit status:
 //
@@ -511,9 +515,39 @@ func (c *cli) checkConfig(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	cmd := exec.CommandContext(ctx, path, "-check", "-config", pos[0])
+	return c.delegate(ctx, "check-config", path, "-check", "-config", pos[0])
+}
+
+// findMonitor finds lvs-monitor in the directory of lvsctl's own
+// executable, else in PATH.
+func (c *cli) findMonitor() (string, error) {
+	return c.findTool("lvs-monitor", "check-config runs lvs-monitor -check")
+}
+
+// findTool finds the program name in the directory of lvsctl's own
+// executable, else in PATH; why says what needs it, for the error.
+func (c *cli) findTool(name, why string) (string, error) {
+	executable := c.executable
+	if executable == nil {
+		executable = os.Executable
+	}
+	if exe, err := executable(); err == nil {
+		if p, err := exec.LookPath(filepath.Join(filepath.Dir(exe), name)); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s; %s not found next to lvsctl or in PATH", why, name)
+}
+
+// delegate runs the program at path with args, passing on its output and
+// exit status.
+func (c *cli) delegate(ctx context.Context, what, path string, args ...string) int {
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -521,26 +555,8 @@ func (c *cli) checkConfig(ctx context.Context, args []string) int {
 	case errors.As(err, &ee) && ee.ExitCode() > 0:
 		return ee.ExitCode()
 	}
-	fmt.Fprintf(c.stderr, "lvsctl: check-config: %s: %v\n", path, err)
+	fmt.Fprintf(c.stderr, "lvsctl: %s: %s: %v\n", what, path, err)
 	return exitFailed
-}
-
-// findMonitor finds lvs-monitor in the directory of lvsctl's own
-// executable, else in PATH.
-func (c *cli) findMonitor() (string, error) {
-	executable := c.executable
-	if executable == nil {
-		executable = os.Executable
-	}
-	if exe, err := executable(); err == nil {
-		if p, err := exec.LookPath(filepath.Join(filepath.Dir(exe), "lvs-monitor")); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("lvs-monitor"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("check-config runs lvs-monitor -check; lvs-monitor not found next to lvsctl or in PATH")
 }
 
 // setBy is ", set by WHO" for the explain header, or nothing when the

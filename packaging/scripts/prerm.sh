@@ -11,5 +11,12 @@ if [ "$1" = "remove" ]; then
 	# Removes the enablement links the unit's [Install] section made,
 	# with or without a running systemd.
 	deb-systemd-helper disable "$unit" >/dev/null 2>&1 || true
+	# lvs-monitor's hourly benefit timer, if the operator enabled it.
+	if [ "$DPKG_MAINTSCRIPT_PACKAGE" = "lvs-monitor" ]; then
+		if [ -d /run/systemd/system ]; then
+			deb-systemd-invoke stop lvs-benefit.timer >/dev/null 2>&1 || true
+		fi
+		deb-systemd-helper disable lvs-benefit.timer >/dev/null 2>&1 || true
+	fi
 fi
 exit 0
