@@ -25,7 +25,7 @@ const pollCostInterval = 5 * time.Second
 
 // pollCostSpaced is how many polls of each process, pollCostInterval
 // apart, measure the CPU of a poll as lvs-monitor makes them.
-const pollCostSpaced = 6
+const pollCostSpaced = 12
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime:
 // 100 on every Linux architecture Go supports.
@@ -78,7 +78,7 @@ func exporterFor(b *testing.B) string {
 // over pollCostSpaced polls of each, 5 s apart as lvs-monitor polls,
 // everything between them included, per poll. VmHWM-MB is the peak RSS.
 // Run with a fixed count, e.g. -benchtime 2000x: every run starts the
-// processes anew, waits 30 s, and polls 5 s apart for 30 s after the
+// processes anew, waits 30 s, and polls 5 s apart for 60 s after the
 // polls. docs/scale.md ("The agent") has the figures.
 func BenchmarkPollCost(b *testing.B) {
 	exporter := exporterFor(b)
