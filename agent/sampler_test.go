@@ -329,6 +329,27 @@ func TestSamplerOnPoll(t *testing.T) {
 	if c := r.CPUTime; c == nil || math.Abs(c.BusySeconds-0.09) > 1e-12 || c.SampledSeconds != 3 {
 		t.Errorf("cpu_time %+v, want busy 0.02+0.03+0.04 over 3 s", c)
 	}
+	// A flood of polls at once, an interval later: one read serves them all.
+	clock.advance(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	got := make([]float64, 50)
+	for i := range got {
+		wg.Go(func() {
+			if r, err := s.Latest(); err == nil {
+				got[i] = r.CPU
+			}
+		})
+	}
+	wg.Wait()
+	if n := src.reads(); n != 5 {
+		t.Errorf("%d reads after 50 polls at once, want 5: one more", n)
+	}
+	for i, cpu := range got {
+		if cpu != 0.05 {
+			t.Errorf("poll %d of the flood: CPU %g, want read 5's 0.05", i, cpu)
+			break
+		}
+	}
 	if !s.Alive() {
 		t.Error("not alive")
 	}
