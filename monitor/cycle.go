@@ -158,10 +158,13 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 		n += len(m.cfg.Services[i].Servers)
 	}
 	// The entries and rows of a report no one reads any more, or one
-	// allocation each when they are too few.
+	// allocation each when there are none (rows: too few). A report's
+	// entries are cut to its length: one short of the configuration (a
+	// server not in the table) still serves, and grows by append when
+	// the server is back.
 	m.takeWritten()
 	out, rows := m.spare[:0], m.rows[:0]
-	if cap(out) < n {
+	if cap(out) == 0 {
 		out = make([]DestStatus, 0, n)
 	}
 	if cap(rows) < n {

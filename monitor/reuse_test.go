@@ -176,6 +176,41 @@ func TestRecorderGivesEntriesBack(t *testing.T) {
 	}
 }
 
+// A configured server missing from the table leaves every report one
+// entry short of the configuration: the cycles must still take turns in
+// two sets of entries, with the history and without.
+func TestEntriesReusedWithAServerMissing(t *testing.T) {
+	for _, history := range []bool{false, true} {
+		t.Run(fmt.Sprintf("history=%t", history), func(t *testing.T) {
+			var r *rig
+			var m *Monitor
+			var rec *Recorder
+			if history {
+				r, m, rec, _ = recorderRig(t)
+			} else {
+				r = newRig(t)
+				m = r.monitor(false)
+			}
+			must(t, r.table.RemoveDestination(svcKey, rsC))
+			sets := map[*DestStatus]int{}
+			for range 12 {
+				rep := cycle(t, m)
+				if len(rep.Dests) != 2 {
+					t.Fatalf("%d entries, want A and B", len(rep.Dests))
+				}
+				sets[&rep.Dests[0]]++
+				if rec != nil {
+					rec.Flush()
+				}
+				r.advance(r.cfg.Interval)
+			}
+			if len(sets) != 2 {
+				t.Errorf("12 cycles filled %d sets of entries, want 2", len(sets))
+			}
+		})
+	}
+}
+
 // Status, Explain and Last read the latest report while cycles run and
 // the recorder gives reports back: no reader may see entries a later
 // cycle fills (run with -race, which sees the write; the values see it
