@@ -19,9 +19,11 @@ const MinInterval = 100 * time.Millisecond
 // passed.
 var ErrNotReady = errors.New("no sample yet")
 
-// Sampler reads a Source every interval in its own goroutine (Run) and keeps
-// the latest result, so that readers (the HTTP handler) never touch /proc.
-// Latest and Body are safe for concurrent use.
+// Sampler reads a Source in its own goroutine (Run) and keeps the latest
+// result, so that readers (the HTTP handler) never touch /proc. It reads
+// every interval, or, after SampleOnPoll, when a reader finds the latest
+// sample an interval old or older. Latest and Body are safe for
+// concurrent use.
 type Sampler struct {
 	src      Source
 	interval time.Duration
@@ -29,10 +31,30 @@ type Sampler struct {
 	now      func() time.Time
 	maxGap   time.Duration // a baseline older than this is not averaged over
 
+	// onPoll: read when asked (wake), at most once an interval, and
+	// otherwise every idle; next is closed by the next publish.
+	onPoll bool
+	idle   time.Duration
+	wait   time.Duration // onPollWait
+	wake   chan struct{}
+	next   atomic.Pointer[chan struct{}]
+
 	latest   atomic.Pointer[sample]
 	started  time.Time
 	progress atomic.Int64 // ns after started of the last finished Read
+	reading  atomic.Int64 // ns after started at which the Read under way began, +1; 0: none
 }
+
+// onPollIdle is how often a sampler that samples on poll reads when no
+// one asks: often enough that a baseline is at hand and a hung read is
+// seen, seldom enough that a monitor polling every 5 s (its default) is
+// what sets the reads.
+const onPollIdle = 10 * time.Second
+
+// onPollWait is how long a reader waits for the read it asked for before
+// it is served the latest sample: well inside the agent's 50 ms answer
+// target, and a read takes under a millisecond on an idle host.
+const onPollWait = 40 * time.Millisecond
 
 // sample is one published result: a report and its JSON, or an error.
 type sample struct {
@@ -54,9 +76,24 @@ func NewSampler(src Source, interval time.Duration, log *slog.Logger) (*Sampler,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sampler{src: src, interval: interval, log: log, now: time.Now, maxGap: 5 * interval}
+	s := &Sampler{src: src, interval: interval, log: log, now: time.Now, maxGap: 5 * interval, wake: make(chan struct{}, 1)}
 	s.started = s.now()
+	next := make(chan struct{})
+	s.next.Store(&next)
 	return s, nil
+}
+
+// SampleOnPoll makes s read its source when a reader (a poll, an
+// agent-check) finds the latest sample at least an interval old, waiting
+// for that read at most onPollWait, instead of every interval; with no
+// reader it reads every onPollIdle (or interval, if longer). A report
+// then covers the time since the previous read — a poller's own interval
+// when one poller sets the pace — and is at most an interval old when
+// served. Call it before Run.
+func (s *Sampler) SampleOnPoll() {
+	s.onPoll = true
+	s.idle, s.wait = max(onPollIdle, s.interval), onPollWait
+	s.maxGap = max(s.maxGap, 2*s.idle)
 }
 
 // Interval returns the sampling interval.
@@ -65,6 +102,11 @@ func (s *Sampler) Interval() time.Duration { return s.interval }
 // staleAfter is how old the latest sample may get before it is refused: a
 // Read blocked on a hung mount must not leave an old number on display.
 func (s *Sampler) staleAfter() time.Duration {
+	if s.onPoll {
+		// With no reader the latest is up to idle old, and a poll that
+		// finds the read it asked for late gets it.
+		return s.idle + 5*time.Second
+	}
 	return max(3*s.interval, s.interval+5*time.Second)
 }
 
@@ -79,16 +121,25 @@ func (s *Sampler) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var prev Reading
-	var prevAt time.Time
+	var prevAt, lastRead time.Time
 	totals := CPUTime{Since: s.started.UTC()}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.wake:
+			if !lastRead.IsZero() && s.now().Sub(lastRead) < s.interval {
+				continue // read less than an interval ago: that one serves
+			}
 		}
 		cur, err := s.read()
 		now := s.now()
+		lastRead = now
+		next := s.interval
+		if s.onPoll {
+			next = s.idle
+		}
 		switch {
 		case err != nil:
 			s.publish(Report{}, err)
@@ -96,8 +147,10 @@ func (s *Sampler) Run(ctx context.Context) {
 				prev = nil // too old to average over: start a fresh window
 			}
 		case prev == nil:
-			// First reading, or first after a long outage: a baseline only.
+			// First reading, or first after a long outage: a baseline
+			// only; the report comes one interval later.
 			prev, prevAt = cur, now
+			next = s.interval
 		default:
 			rep, rerr := cur.Report(prev)
 			if rerr == nil {
@@ -108,7 +161,7 @@ func (s *Sampler) Run(ctx context.Context) {
 			s.publish(rep, rerr)
 			prev, prevAt = cur, now
 		}
-		t.Reset(s.interval)
+		t.Reset(next)
 	}
 }
 
@@ -117,8 +170,10 @@ func (s *Sampler) Run(ctx context.Context) {
 func (s *Sampler) read() (Reading, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	s.reading.Store(int64(s.now().Sub(s.started)) + 1)
 	r, err := s.src.Read()
 	s.progress.Store(int64(s.now().Sub(s.started)))
+	s.reading.Store(0)
 	return r, err
 }
 
@@ -135,6 +190,8 @@ func (s *Sampler) publish(rep Report, err error) {
 		}
 	}
 	old := s.latest.Swap(n)
+	next := make(chan struct{})
+	close(*s.next.Swap(&next)) // readers waiting for a sample
 	switch {
 	case n.err != nil && (old == nil || old.err == nil || old.err.Error() != n.err.Error()):
 		s.log.Error("sampling failed", "source", s.src.Name(), "err", n.err)
@@ -150,7 +207,7 @@ func (s *Sampler) publish(rep Report, err error) {
 // first window has passed, with the sampling error if the latest sample
 // failed, and with a "stale" error if sampling has stalled.
 func (s *Sampler) Latest() (Report, error) {
-	l, err := s.current()
+	l, err := s.fresh()
 	if err != nil {
 		return Report{}, err
 	}
@@ -159,11 +216,34 @@ func (s *Sampler) Latest() (Report, error) {
 
 // body returns the latest report's JSON, or Latest's error.
 func (s *Sampler) body() ([]byte, error) {
-	l, err := s.current()
+	l, err := s.fresh()
 	if err != nil {
 		return nil, err
 	}
 	return l.body, nil
+}
+
+// fresh is current, but when s samples on poll and the latest sample is
+// an interval old or older, it first asks Run for a read and waits for
+// it at most s.wait: a read that hangs or is slow does not hold the
+// reply up, which then carries the latest sample as it is.
+func (s *Sampler) fresh() (*sample, error) {
+	if s.onPoll {
+		next := *s.next.Load() // before latest: a publish in between closes it
+		if l := s.latest.Load(); l != nil && s.now().Sub(l.at) >= s.interval {
+			select {
+			case s.wake <- struct{}{}:
+			default: // asked already
+			}
+			t := time.NewTimer(s.wait)
+			select {
+			case <-next:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	return s.current()
 }
 
 func (s *Sampler) current() (*sample, error) {
@@ -181,9 +261,13 @@ func (s *Sampler) current() (*sample, error) {
 }
 
 // Alive reports whether the sampling goroutine has finished a Read recently
-// (or has just started). It is false when a Read hangs, for example on a
-// hung mount.
+// (or has just started) and no Read has been under way for longer than a
+// sample may be old. It is false when a Read hangs, for example on a hung
+// mount.
 func (s *Sampler) Alive() bool {
-	last := time.Duration(s.progress.Load())
-	return s.now().Sub(s.started)-last <= s.staleAfter()
+	since := s.now().Sub(s.started)
+	if r := s.reading.Load(); r != 0 && since-time.Duration(r-1) > s.staleAfter() {
+		return false
+	}
+	return since-time.Duration(s.progress.Load()) <= s.staleAfter()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -35,8 +34,10 @@ type hostCounters struct {
 
 // hostReader reads hostCounters from a procfs root.
 type hostReader struct {
-	proc      procfs.FS
-	diskstats string // path of /proc/diskstats
+	proc      procfs.FS // for the cgroup and process sources
+	root      string    // where procfs is mounted
+	files     procFile  // the host's own files (procfile.go)
+	diskstats string    // path of /proc/diskstats
 	mounts    []string
 	devices   map[string]bool // the only devices counted; nil: countedDevice's default
 	now       func() time.Time
@@ -52,7 +53,7 @@ func newHostReader(o Options) (*hostReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("procfs: %w", err)
 	}
-	h := &hostReader{proc: p, diskstats: filepath.Join(o.ProcRoot, "diskstats"), mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}
+	h := &hostReader{proc: p, root: o.ProcRoot, diskstats: filepath.Join(o.ProcRoot, "diskstats"), mounts: o.DiskMounts, now: time.Now, statfs: unix.Statfs}
 	if len(o.DiskDevices) > 0 {
 		h.devices = make(map[string]bool, len(o.DiskDevices))
 		for _, d := range o.DiskDevices {
@@ -97,28 +98,35 @@ func AbsentDiskDevices(o Options) ([]string, error) {
 
 func (h *hostReader) read() (hostCounters, error) {
 	c := hostCounters{at: h.now()}
-	st, err := h.proc.Stat()
+	b, err := h.files.read(filepath.Join(h.root, "stat"))
+	if err == nil {
+		c.cpu, c.cpus, c.procsRunning, err = parseStat(b)
+	}
 	if err != nil {
 		return c, fmt.Errorf("read /proc/stat: %w", err)
 	}
-	c.cpu, c.cpus, c.procsRunning = st.CPUTotal, len(st.CPU), st.ProcessesRunning
 	if c.cpus == 0 {
 		return c, errors.New("read /proc/stat: no per-CPU lines")
 	}
-	mi, err := h.proc.Meminfo()
+	ok := false
+	b, err = h.files.read(filepath.Join(h.root, "meminfo"))
+	if err == nil {
+		c.memTotal, c.memAvailable, ok, err = parseMeminfo(b)
+	}
 	if err != nil {
 		return c, fmt.Errorf("read /proc/meminfo: %w", err)
 	}
-	if mi.MemTotalBytes == nil || mi.MemAvailableBytes == nil {
+	if !ok {
 		return c, errors.New("read /proc/meminfo: no MemTotal or MemAvailable (kernel older than 3.14?)")
 	}
-	c.memTotal, c.memAvailable = *mi.MemTotalBytes, *mi.MemAvailableBytes
-	la, err := h.proc.LoadAvg()
+	b, err = h.files.read(filepath.Join(h.root, "loadavg"))
+	if err == nil {
+		c.load, err = parseLoadavg(b)
+	}
 	if err != nil {
 		return c, fmt.Errorf("read /proc/loadavg: %w", err)
 	}
-	c.load = *la
-	ds, err := os.ReadFile(h.diskstats)
+	ds, err := h.files.read(h.diskstats)
 	if err != nil {
 		return c, fmt.Errorf("read /proc/diskstats: %w", err)
 	}
@@ -147,22 +155,19 @@ func (h *hostReader) read() (hostCounters, error) {
 // psi returns "some avg10" of /proc/pressure/res, or nil when the kernel has
 // no PSI (file absent, or present but disabled).
 func (h *hostReader) psi(res string) (*float64, error) {
-	s, err := h.proc.PSIStatsForResource(res)
-	return psiSome10(s, err, "/proc/pressure/"+res)
-}
-
-func psiSome10(s procfs.PSIStats, err error, path string) (*float64, error) {
+	path := filepath.Join(h.root, "pressure", res)
+	b, err := h.files.read(path)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EOPNOTSUPP) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if s.Some == nil {
-		return nil, nil
+	v, err := parsePSISome10(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	v := s.Some.Avg10
-	return &v, nil
+	return v, nil
 }
 
 // countedDevice reports whether a /proc/diskstats device counts towards the

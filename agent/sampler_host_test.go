@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"runtime"
 	"slices"
@@ -134,20 +132,6 @@ func TestRunnableHost(t *testing.T) {
 		if got := runnableHost(in); got != want {
 			t.Errorf("runnableHost(%d) = %d, want %d", in, got, want)
 		}
-	}
-}
-
-func TestPSISome10(t *testing.T) {
-	v, err := psiSome10(procfs.PSIStats{}, fs.ErrNotExist, "x")
-	if v != nil || err != nil {
-		t.Errorf("absent PSI: %v, %v; want nil, nil", v, err)
-	}
-	if _, err := psiSome10(procfs.PSIStats{}, errors.New("boom"), "x"); err == nil {
-		t.Error("read error swallowed")
-	}
-	v, err = psiSome10(procfs.PSIStats{Some: &procfs.PSILine{Avg10: 2.5}}, nil, "x")
-	if err != nil || v == nil || *v != 2.5 {
-		t.Errorf("got %v, %v; want 2.5", v, err)
 	}
 }
 

@@ -49,10 +49,17 @@ func TestParseSource(t *testing.T) {
 // reading's sequence number / 100 over a window of (n − prev.n) seconds, or
 // the queued error.
 type fakeSource struct {
-	mu    sync.Mutex
-	n     int
-	errs  map[int]error // read number -> error
-	block chan struct{} // when not nil, Read waits on it
+	mu        sync.Mutex
+	n         int
+	errs      map[int]error // read number -> error
+	block     chan struct{} // when not nil, Read waits on it
+	blockFrom int           // from this read on (0: every read)
+}
+
+func (f *fakeSource) reads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
 }
 
 type fakeReading struct{ n int }
@@ -69,7 +76,7 @@ func (f *fakeSource) Read() (Reading, error) {
 	f.n++
 	n, err, block := f.n, f.errs[f.n], f.block
 	f.mu.Unlock()
-	if block != nil {
+	if block != nil && n >= f.blockFrom {
 		<-block
 	}
 	if err != nil {
@@ -234,5 +241,148 @@ func TestCapLoad(t *testing.T) {
 	}
 	if _, err := finish(Report{Memory: nan()}); err == nil || !strings.Contains(err.Error(), "memory") {
 		t.Errorf("finish(NaN memory) = %v", err)
+	}
+}
+
+// fakeClock is a sampler's clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// onPollSampler starts a sampler of src that samples on poll, on a clock
+// that moves only when told and with no reads when no one asks, and
+// waits for its first report (reads 1 and 2).
+func onPollSampler(t *testing.T, src *fakeSource) (*Sampler, *fakeClock) {
+	t.Helper()
+	s, err := NewSampler(src, 100*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SampleOnPoll()
+	clock := &fakeClock{t: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	s.now, s.started = clock.now, clock.now()
+	s.idle = time.Hour // no reads but those asked for (and the first report's)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := s.current(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no first report")
+		}
+	}
+	return s, clock
+}
+
+// On poll, the sampler reads when a reader finds the latest sample an
+// interval old, at most once an interval however many ask, and not at all
+// when no one asks; the report covers the time since the previous read.
+func TestSamplerOnPoll(t *testing.T) {
+	src := &fakeSource{}
+	s, clock := onPollSampler(t, src)
+	s.wait = time.Minute // the read always comes in time here
+	for range 5 {
+		r, err := s.Latest()
+		if err != nil || r.CPU != 0.02 {
+			t.Fatalf("Latest within the interval: %+v, %v; want read 2's report (CPU 0.02)", r, err)
+		}
+	}
+	if n := src.reads(); n != 2 {
+		t.Fatalf("%d reads after five polls within the interval, want 2 (the baseline and the first report)", n)
+	}
+	clock.advance(100 * time.Millisecond)
+	r, err := s.Latest()
+	// Read 3, over the window since read 2.
+	if err != nil || r.CPU != 0.03 || r.Raw.RunnableTasks != 2 || r.Raw.WindowSeconds != 1 {
+		t.Fatalf("Latest an interval later: %+v, %v; want read 3's report over [2, 3]", r, err)
+	}
+	for range 5 {
+		body, err := s.body()
+		if err != nil || !strings.Contains(string(body), `"cpu":0.03`) {
+			t.Fatalf("body within the interval: %s, %v; want read 3's", body, err)
+		}
+	}
+	clock.advance(10 * time.Minute) // no one asks: nothing read
+	if n := src.reads(); n != 3 {
+		t.Fatalf("%d reads, want 3", n)
+	}
+	r, err = s.Latest()
+	if err != nil || r.CPU != 0.04 || r.Raw.RunnableTasks != 3 {
+		t.Fatalf("Latest after a long quiet: %+v, %v; want read 4's report over [3, 4]", r, err)
+	}
+	if c := r.CPUTime; c == nil || math.Abs(c.BusySeconds-0.09) > 1e-12 || c.SampledSeconds != 3 {
+		t.Errorf("cpu_time %+v, want busy 0.02+0.03+0.04 over 3 s", c)
+	}
+	// A flood of polls at once, an interval later: one read serves them all.
+	clock.advance(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	got := make([]float64, 50)
+	for i := range got {
+		wg.Go(func() {
+			if r, err := s.Latest(); err == nil {
+				got[i] = r.CPU
+			}
+		})
+	}
+	wg.Wait()
+	if n := src.reads(); n != 5 {
+		t.Errorf("%d reads after 50 polls at once, want 5: one more", n)
+	}
+	for i, cpu := range got {
+		if cpu != 0.05 {
+			t.Errorf("poll %d of the flood: CPU %g, want read 5's 0.05", i, cpu)
+			break
+		}
+	}
+	if !s.Alive() {
+		t.Error("not alive")
+	}
+}
+
+// A read asked for that hangs holds no reply up: the poll gets the latest
+// sample after the wait, until that sample is too old, and the sampler is
+// then reported stalled.
+func TestSamplerOnPollHungRead(t *testing.T) {
+	src := &fakeSource{block: make(chan struct{}), blockFrom: 3}
+	s, clock := onPollSampler(t, src)
+	defer close(src.block)
+	s.wait = 10 * time.Millisecond
+	clock.advance(time.Second)
+	start := time.Now()
+	r, err := s.Latest() // asks for read 3, which hangs
+	if err != nil || r.CPU != 0.02 {
+		t.Fatalf("Latest with the read hung: %+v, %v; want read 2's report", r, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Latest took %v with the read hung", d)
+	}
+	if !s.Alive() {
+		t.Error("not alive a second into the read")
+	}
+	clock.advance(s.staleAfter())
+	if _, err := s.Latest(); err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("Latest past the stale bound: %v, want stale", err)
+	}
+	if s.Alive() {
+		t.Error("alive with a read hung past the stale bound")
+	}
+	if n := src.reads(); n != 3 {
+		t.Errorf("%d reads, want 3: a hung read is not asked for again", n)
 	}
 }

@@ -52,9 +52,10 @@ type DestStatus struct {
 
 // CycleReport is the outcome of one cycle. Its Dests are the monitor's
 // working storage, reused: they stay as they are through the next cycle or
-// backlog check and are overwritten by the one after (not with a history
-// recorder, which keeps every report). Whoever keeps a report longer keeps
-// a Clone; Last and Status return copies.
+// backlog check and are overwritten by the one after — with a history
+// recorder, no sooner than the recorder has written them and given them
+// back. Whoever keeps a report longer keeps a Clone; Last and Status
+// return copies.
 type CycleReport struct {
 	Start    time.Time
 	Duration time.Duration
@@ -125,16 +126,20 @@ func (m *Monitor) Cycle(ctx context.Context) (CycleReport, error) {
 	rep := CycleReport{Start: start, Duration: m.deps.Now().Sub(start), Writes: res.writes,
 		Dests: dests, Params: m.engine.Params(), Schedulers: schedulers}
 	m.mu.Lock()
-	if m.deps.History == nil {
-		m.spare = m.last.Dests // the report before this one
-	} else {
-		// The recorder's goroutine reads every report after Cycle
-		// returns, maybe after the next cycles: it keeps them, and the
-		// next cycle fills new storage.
-		m.spare = nil
-	}
+	prev := m.last.Dests
 	m.last = rep
 	m.mu.Unlock()
+	// The report before this one: Status and Explain now read this one,
+	// so the next check or cycle may fill it — unless the recorder has
+	// not given it back yet.
+	switch {
+	case !m.recording():
+		m.spare = prev
+	case m.held != nil && sameEntries(m.held, prev):
+		m.spare, m.held = m.held, nil
+	default:
+		m.spare = nil
+	}
 	m.deps.Metrics.observeCycle(rep)
 	m.recordHistory(rep)
 	return rep, errors.Join(errs...)
@@ -152,10 +157,14 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	for i := range m.cfg.Services {
 		n += len(m.cfg.Services[i].Servers)
 	}
-	// The entries and rows of the report before last, or one allocation
-	// each when they are too few.
+	// The entries and rows of a report no one reads any more, or one
+	// allocation each when there are none (rows: too few). A report's
+	// entries are cut to its length: one short of the configuration (a
+	// server not in the table) still serves, and grows by append when
+	// the server is back.
+	m.takeWritten()
 	out, rows := m.spare[:0], m.rows[:0]
-	if cap(out) < n {
+	if cap(out) == 0 {
 		out = make([]DestStatus, 0, n)
 	}
 	if cap(rows) < n {
@@ -214,6 +223,29 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	}
 	m.spare, m.rows = out, rows
 	return out[:len(out):len(out)], rows
+}
+
+// takeWritten takes the entries of the reports the recorder has given
+// back. The latest report's are held until the next cycle replaces it
+// (Status and Explain read it until then); of the others, one becomes
+// the spare if there is none, and the rest are left to the collector.
+func (m *Monitor) takeWritten() {
+	if !m.recording() {
+		return
+	}
+	for s := m.deps.History.spare(); s != nil; s = m.deps.History.spare() {
+		switch {
+		case sameEntries(s, m.last.Dests):
+			m.held = s
+		case m.spare == nil:
+			m.spare = s
+		}
+	}
+}
+
+// sameEntries says whether a and b are the same report's entries.
+func sameEntries(a, b []DestStatus) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // reconcile applies the ownership rules (policy.ReconcileServer) to every

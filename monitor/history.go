@@ -45,7 +45,10 @@ const historyQueue = 4
 
 // Recorder writes each cycle's report to the history, on a goroutine of
 // its own: the cycle only hands its report over (the report is not
-// changed after the cycle, so the goroutine reads it as it is). Disk
+// changed until the recorder gives it back, so the goroutine reads it as
+// it is). Once a report is written — or failed to be — the recorder gives
+// its entries back (spare): it never reads them again, and the monitor
+// fills them in a later cycle instead of allocating new ones. Disk
 // errors are logged once until writing works again, counted in
 // lvs_monitor_history_write_errors_total, and never stop a cycle. Create
 // it with OpenRecorder, pass it in Deps.History, Close it after Run.
@@ -54,6 +57,10 @@ type Recorder struct {
 	log     *slog.Logger
 	metrics *Metrics
 	queue   chan historyItem
+	// written holds the entries of reports written, oldest first, for
+	// the monitor to take (spare); one that finds it full is left to the
+	// collector.
+	written chan []DestStatus
 	done    chan struct{}
 	failing bool // the last write failed (and was logged)
 
@@ -77,7 +84,8 @@ func OpenRecorder(dir string, c HistoryConfig, log *slog.Logger, metrics *Metric
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Recorder{w: w, log: log, metrics: metrics, queue: make(chan historyItem, historyQueue), done: make(chan struct{})}
+	r := &Recorder{w: w, log: log, metrics: metrics, queue: make(chan historyItem, historyQueue),
+		written: make(chan []DestStatus, historyQueue+1), done: make(chan struct{})}
 	go r.run()
 	return r, nil
 }
@@ -94,6 +102,11 @@ func (r *Recorder) run() {
 			continue
 		}
 		err := r.w.Write(b.records(it.rep))
+		// The records are encoded: nothing here reads the report again.
+		select {
+		case r.written <- it.rep.Dests:
+		default:
+		}
 		switch {
 		case err != nil:
 			r.metrics.historyError()
@@ -122,6 +135,23 @@ func (r *Recorder) record(rep CycleReport) {
 	}
 }
 
+// spare returns the entries of a report the recorder has written and
+// will not read again, the oldest first, or nil when there is none. The
+// caller owns them, but others may still read them: the monitor's latest
+// report stays readable (Status, Explain) until the next cycle replaces
+// it. A nil Recorder has none.
+func (r *Recorder) spare() []DestStatus {
+	if r == nil {
+		return nil
+	}
+	select {
+	case s := <-r.written:
+		return s
+	default:
+		return nil
+	}
+}
+
 // Flush waits until every report handed over before it is written. Not
 // after Close.
 func (r *Recorder) Flush() {
@@ -142,10 +172,13 @@ func (r *Recorder) Close() error {
 	return err
 }
 
-// recordHistory hands the cycle's report to the recorder; a dry run
-// records nothing.
+// recording says whether the recorder gets the cycles' reports: not in
+// a dry run.
+func (m *Monitor) recording() bool { return m.deps.History != nil && !m.dryRun }
+
+// recordHistory hands the cycle's report to the recorder.
 func (m *Monitor) recordHistory(rep CycleReport) {
-	if !m.dryRun {
+	if m.recording() {
 		m.deps.History.record(rep)
 	}
 }

@@ -80,11 +80,12 @@ agent = %q
 	m, err := New(cfg, Deps{Table: table, Agents: NewHTTPAgentClient(), Prober: NetProber{}, Store: store, History: rec}, false)
 	must(t, err)
 
-	rep1 := cycle(t, m)
+	// Clones: a report lasts through the next cycle only (CycleReport).
+	rep1 := cycle(t, m).Clone()
 	must(t, table.AddConnections(svc, rs1, 30))
 	must(t, table.AddConnections(svc, rs2, 10))
 	must(t, table.SetActive(svc, rs1, 5, 7))
-	rep2 := cycle(t, m)
+	rep2 := cycle(t, m).Clone()
 	stopRS2()
 	rep3 := cycle(t, m)
 	rec.Flush()

@@ -11,7 +11,9 @@ import "lvs-feedback/agent"
 //
 // The connection counts of INPUT and of the capacity estimate are counted
 // over the same interval, so the mean lines the two up; the agent's own
-// window (1 s by default) is a fifth of a 5 s interval and noisier.
+// window is the time since its previous read — a poller's interval when
+// the agent samples on poll (its default), 1 s when it samples every
+// second — and may be another poller's.
 func intervalCPU(prev, cur *agent.CPUTime, last, maxSpan float64) (cpu, span float64) {
 	busy, ok := agent.BusyBetween(prev, cur)
 	if !ok {

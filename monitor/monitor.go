@@ -79,10 +79,13 @@ type Monitor struct {
 	opMu sync.Mutex
 
 	// Storage reused by cycles and backlog checks (under opMu): spare is
-	// the report entries the next one fills — the report before last's
-	// (CycleReport says how long a report stays) — and the rest is
-	// scratch no report refers to.
+	// the report entries the next one fills — the report before last's,
+	// or with a recorder one it has given back (CycleReport says how long
+	// a report stays); held is the latest report's, given back by the
+	// recorder but still read until the next cycle; the rest is scratch
+	// no report refers to.
 	spare   []DestStatus
+	held    []DestStatus
 	rows    []destRow
 	byAddr  map[netip.AddrPort]int
 	jobs    []gatherJob

@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	lvs-agent [-listen :9771] [-interval 1s] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
+//	lvs-agent [-listen :9771] [-interval 1s] [-sample poll|interval] [-source host|cgroup:PATH|process:PID|pidfile:PATH]
 //	          [-disk-mounts /,/var] [-disk-devices sda,nvme0n1] [-max-conns 64] [-log-level info]
 //	          [-agent-check-listen 127.0.0.1:9777 [-drain-file /run/lvs-agent/drain]]
 //
@@ -44,6 +44,7 @@ func main() {
 type config struct {
 	listen   string
 	interval time.Duration
+	onPoll   bool // read when polled (-sample poll), not every interval
 	source   string
 	mounts   []string
 	devices  []string // the only block devices whose I/O counts; empty: every disk
@@ -65,6 +66,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.listen, "listen", ":"+strconv.Itoa(agent.DefaultPort), "`address` to serve /v1/load on")
 	c.interval = time.Second
 	fs.Var(durationFlag{&c.interval}, "interval", "sampling `interval` with a unit, such as 1s or 500ms (at least 100ms)")
+	sample := fs.String("sample", "poll", "when to read the source: poll (when a poll or agent-check finds the latest sample an -interval old, else every 10s) or interval (every -interval)")
 	fs.StringVar(&c.source, "source", "host", "what to measure: host, cgroup:PATH, process:PID or pidfile:PATH")
 	mounts := fs.String("disk-mounts", "/", "comma-separated `mount points` whose space use counts as disk load")
 	devices := fs.String("disk-devices", "", "comma-separated block `devices` (names as in /proc/diskstats, e.g. sda,nvme0n1) whose I/O busy time alone counts as disk load; default every device but loop, ram and zram")
@@ -97,6 +99,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (config, error) {
 	}
 	if c.interval < agent.MinInterval || c.interval > time.Hour {
 		return bad("-interval %v: want %v to 1h", c.interval, agent.MinInterval)
+	}
+	switch *sample {
+	case "poll":
+		c.onPoll = true
+	case "interval":
+	default:
+		return bad("-sample %q: want poll or interval", *sample)
 	}
 	if c.maxConns < 1 || c.maxConns > 65536 {
 		return bad("-max-conns %d: want 1 to 65536", c.maxConns)
@@ -198,6 +207,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		fmt.Fprintf(stderr, "lvs-agent: %v\n", err)
 		return 2
 	}
+	if c.onPoll {
+		sampler.SampleOnPoll()
+	}
 	// HAProxy's agent-check, answered from the same sampler (docs/haproxy.md).
 	var ac *agent.AgentCheck
 	if c.agentCheckListen != "" {
@@ -244,7 +256,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		log.Info("agent-check listening", "listen", acLn.Addr().String(), "drain_file", c.drainFile)
 	}
 	log.Info("lvs-agent started", "listen", ln.Addr().String(), "source", src.Name(),
-		"interval", c.interval, "disk_mounts", strings.Join(c.mounts, ","), "disk_devices", strings.Join(c.devices, ","), "max_conns", c.maxConns)
+		"interval", c.interval, "on_poll", c.onPoll, "disk_mounts", strings.Join(c.mounts, ","), "disk_devices", strings.Join(c.devices, ","), "max_conns", c.maxConns)
 	if ready != nil {
 		ready(ln.Addr())
 	}

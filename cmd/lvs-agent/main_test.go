@@ -24,6 +24,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{[]string{"-interval", "2h"}, "-interval 2h"},
 		{[]string{"-interval", "soon"}, `invalid value "soon" for flag -interval: "soon" is not a duration; write e.g. 1s or 500ms`},
 		{[]string{"-interval", "5"}, `invalid value "5" for flag -interval: "5" has no unit; write e.g. 5s or 5ms`},
+		{[]string{"-sample", "often"}, `-sample "often": want poll or interval`},
 		{[]string{"-listen", "nowhere"}, "-listen"},
 		{[]string{"-listen", ":99999"}, "bad port"},
 		{[]string{"-source", "vm:3"}, "want host, cgroup:PATH"},

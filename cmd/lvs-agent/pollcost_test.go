@@ -23,6 +23,10 @@ const pollCostIdle = 30 * time.Second
 // server every 5 s, so one poll carries 5 s of the agent's sampling.
 const pollCostInterval = 5 * time.Second
 
+// pollCostSpaced is how many polls of each process, pollCostInterval
+// apart, measure the CPU of a poll as lvs-monitor makes them.
+const pollCostSpaced = 12
+
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime:
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
@@ -58,8 +62,11 @@ func exporterFor(b *testing.B) string {
 // meminfo, diskstats, loadavg) and with the set docs/node-exporter.md
 // recommends (those, stat, filesystem and pressure: everything the agent
 // also reads), both without the exporter's own Go metrics. The agent runs
-// twice too: sampling every second (its default: "agent") and every 5 s,
-// once per poll of lvs-monitor's default interval ("agent5s").
+// twice too: with its defaults, reading when polled ("agent"), and
+// reading every second whether polled or not ("agent-every1s": -sample
+// interval). With LVS_AGENT_OLD set to another lvs-agent binary, that one
+// runs as well with its defaults ("agent-old"), to compare builds side by
+// side.
 //
 // For each process, from /proc/PID/stat (utime+stime): poll-us, the CPU
 // per poll over the polls (background work during them included);
@@ -67,9 +74,12 @@ func exporterFor(b *testing.B) string {
 // them; and, since ticks are 10 ms, idle-sched-us/s, the same from the
 // threads' /proc/PID/task/TID/schedstat (nanoseconds). at5s-us is the CPU
 // one poll costs when lvs-monitor polls every 5 s (its default):
-// poll-us + 5 × idle-sched-us/s. VmHWM-MB is the peak RSS. Run with a
-// fixed count, e.g. -benchtime 2000x: every run starts the processes anew
-// and waits 30 s (and, for agent5s's first window, 5 s). docs/scale.md ("The agent") has the figures.
+// poll-us + 5 × idle-sched-us/s. poll5s-us is measured: the CPU (schedstat)
+// over pollCostSpaced polls of each, 5 s apart as lvs-monitor polls,
+// everything between them included, per poll. VmHWM-MB is the peak RSS.
+// Run with a fixed count, e.g. -benchtime 2000x: every run starts the
+// processes anew, waits 30 s, and polls 5 s apart for 60 s after the
+// polls. docs/scale.md ("The agent") has the figures.
 func BenchmarkPollCost(b *testing.B) {
 	exporter := exporterFor(b)
 	agentBin := buildAgent(b, b.TempDir())
@@ -78,20 +88,27 @@ func BenchmarkPollCost(b *testing.B) {
 	ne7 := append(ne4[:len(ne4):len(ne4)], "--collector.stat", "--collector.filesystem", "--collector.pressure")
 	procs := []*polled{
 		{name: "agent", accept: "application/json"},
-		{name: "agent5s", accept: "application/json"},
+		{name: "agent-every1s", accept: "application/json"},
 		{name: "ne4", accept: "text/plain;version=0.0.4"},
 		{name: "ne7", accept: "text/plain;version=0.0.4"},
+	}
+	oldAgent := os.Getenv("LVS_AGENT_OLD")
+	if oldAgent != "" {
+		procs = append(procs, &polled{name: "agent-old", accept: "application/json"})
 	}
 	for _, p := range procs {
 		addr := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 		switch p.name {
-		case "agent", "agent5s":
-			interval := "1s"
-			if p.name == "agent5s" {
-				interval = "5s"
-			}
+		case "agent", "agent-every1s", "agent-old":
 			p.url = "http://" + addr + "/v1/load"
-			p.cmd = exec.Command(agentBin, "-listen", addr, "-interval", interval)
+			switch p.name {
+			case "agent":
+				p.cmd = exec.Command(agentBin, "-listen", addr)
+			case "agent-every1s":
+				p.cmd = exec.Command(agentBin, "-listen", addr, "-sample", "interval", "-interval", "1s")
+			default:
+				p.cmd = exec.Command(oldAgent, "-listen", addr)
+			}
 		case "ne4", "ne7":
 			flags := ne4
 			if p.name == "ne7" {
@@ -158,6 +175,17 @@ func BenchmarkPollCost(b *testing.B) {
 		n++
 	}
 	polls1 := read()
+	b.StopTimer()
+	// As lvs-monitor polls: each once every 5 s.
+	for range pollCostSpaced {
+		time.Sleep(pollCostInterval)
+		for _, p := range procs {
+			if err := poll(client, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	spaced1 := read()
 	for i, p := range procs {
 		pollUs := float64(polls1[i].ticks-idle1[i].ticks) * 1e6 / clockTicks / float64(n)
 		idleUs := float64(idle1[i].ticks-idle0[i].ticks) * 1e6 / clockTicks / pollCostIdle.Seconds()
@@ -170,6 +198,7 @@ func BenchmarkPollCost(b *testing.B) {
 		b.ReportMetric(idleUs, p.name+"-idle-us/s")
 		b.ReportMetric(idleSchedUs, p.name+"-idle-sched-us/s")
 		b.ReportMetric(pollUs+pollCostInterval.Seconds()*idleSchedUs, p.name+"-at5s-us")
+		b.ReportMetric(float64(spaced1[i].schedNs-polls1[i].schedNs)/1e3/pollCostSpaced, p.name+"-poll5s-us")
 		b.ReportMetric(float64(hwm)/1024, p.name+"-VmHWM-MB")
 	}
 }
