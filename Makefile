@@ -65,14 +65,14 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFile$$' -fuzztime $(FUZZTIME) ./history/
 
 # 2,000 real agent endpoints on 127.1.0.0/16 polled every 2 s for 5 minutes
-# (docs/scale.md). Not part of `make test`: it takes 5 minutes.
+# (docs/developer/scale.md). Not part of `make test`: it takes 5 minutes.
 loadtest:
 	$(GO) run ./cmd/lvs-loadtest -n 2000 -interval 2s -duration 5m
 
 # Boots a Debian cloud kernel under qemu (TCG) and runs the tests listed in
 # vmtest/tests.list against real IPVS. VMTEST_LIST=path overrides the list;
 # VMTEST_BUSY=1 runs it with every host core busy (one busy loop per core).
-# See docs/testing-kernel.md.
+# See docs/developer/testing-kernel.md.
 VMTEST_LIST ?=
 test-kernel:
 	GO=$(GO) ./vmtest/run.sh $(VMTEST_LIST)
@@ -81,7 +81,7 @@ test-kernel:
 # × 100 servers): the bare kernel work of a cycle (ipvs.BenchmarkKernel) and
 # the monitor's cycle against it (monitor.BenchmarkKernelCycle), then a table
 # of medians. The guest runs longer than the tests do, hence the limits.
-# Not part of test-kernel. See docs/scale.md "On real IPVS".
+# Not part of test-kernel. See docs/developer/scale.md "On real IPVS".
 BENCH_VMTEST_TIMEOUT ?= 900
 BENCH_VMTEST_TEST_TIMEOUT ?= 600
 bench-kernel:
@@ -96,7 +96,7 @@ bench-kernel:
 # (e.g. BENCH_FLAGS="-plot docs/results -csv /tmp/bench.csv").
 # Then the held-out generated family: scenarios test-00..BENCH_FAMILY-1,
 # each with its own 2 seeds, and their summary (tune on -family train only).
-# See docs/simulator.md.
+# See docs/developer/simulator.md.
 BENCH_FLAGS ?=
 BENCH_FAMILY ?= 24
 bench-balance:

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkHostSample is one sample of the host source on this machine's
 // /proc, as Sampler.Run takes it every interval: read the counters, make
-// the report from the previous reading, marshal it. docs/scale.md ("The
+// the report from the previous reading, marshal it. docs/developer/scale.md ("The
 // agent") compares the agent's whole cost with node_exporter's. Every
 // report is made against one reading taken 50 ms before the loop: /proc's
 // CPU counters move in 10 ms ticks, and a window without a tick is an error.

@@ -5,7 +5,7 @@
 // and Mem, an in-memory table for unit tests, the demo and the simulator.
 // Both behave the same way and are exercised by the same tests (the
 // conformance suite; the kernel run needs LVS_KERNEL_TEST=1 and a VM, see
-// docs/ipvs.md). Kernel is Linux-only.
+// docs/developer/ipvs.md). Kernel is Linux-only.
 //
 // The package must not decide weights, hold policy, or know about agents: it
 // reads services and destinations and writes destinations' weights. An

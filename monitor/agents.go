@@ -22,7 +22,7 @@ type HTTPAgentClient struct {
 // NewHTTPAgentClient returns a client that opens a fresh connection for
 // every poll and keeps none open between intervals: kept-alive connections
 // cost goroutines and buffers per agent and go stale when agents restart,
-// which a poll every few seconds does not need (docs/scale.md has the
+// which a poll every few seconds does not need (docs/developer/scale.md has the
 // measurement).
 //
 // Each poll is bounded by the timeout the monitor passes (agent_timeout,

@@ -103,7 +103,7 @@ func processCPU() time.Duration {
 // BenchmarkCycle measures one full cycle (read, reconcile, gather from stub
 // agents and probes, observe, decide, apply) at 100 and 10,000
 // destinations: steady (nothing written) and all-writing (every weight
-// written every cycle, asserted). docs/scale.md has the figures.
+// written every cycle, asserted). docs/developer/scale.md has the figures.
 func BenchmarkCycle(b *testing.B) {
 	for _, size := range []struct {
 		services, servers int

@@ -278,7 +278,7 @@ func checkConfig(name string, data []byte) (Config, fileIndex, []ConfigWarning, 
 // ignoredCoefficients warns, under the capacity controller, about each of
 // input, response and process that the file sets above 0 but below its
 // default: that controller counts them only above their defaults
-// (policy.DirectorSensitivity; docs/design.md, "Capacity against the
+// (policy.DirectorSensitivity; docs/developer/design.md, "Capacity against the
 // bottleneck"), so such a value acts as 0 there and only the displayed load
 // reads it. At 0 (out) and from their defaults up they mean what they
 // say, and are not warned about.

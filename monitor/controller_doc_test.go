@@ -155,7 +155,7 @@ func TestControllerPage(t *testing.T) {
 		}
 	}
 
-	for _, from := range []string{"design.md", "tuning.md"} {
+	for _, from := range []string{"developer/design.md", "tuning.md"} {
 		b, err := os.ReadFile(filepath.Join("../docs", from))
 		if err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ DEB_OUT=$(cd "$DEB_OUT" && pwd)
 # does not share it), with the yaml files' src paths relative to it.
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-mkdir -p "$STAGE/bin" "$STAGE/man" "$STAGE/doc/lvs-monitor/examples" "$STAGE/doc/lvs-monitor/results" "$STAGE/doc/lvs-agent"
+mkdir -p "$STAGE/bin" "$STAGE/man" "$STAGE/doc/lvs-monitor/examples" "$STAGE/doc/lvs-agent"
 # The binaries name the package's version in -version, lvsctl version and
 # lvs_monitor_build_info (the commit, when recorded, stays beside it).
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
@@ -59,9 +59,9 @@ for f in docs/*.md docs/grafana-dashboard.json; do
 	gzip -9n <"$f" >"$STAGE/doc/lvs-monitor/$n.gz"
 done
 # The examples stay plain (cp them to start a configuration or the
-# alerting rules); so do the plots, which results.md links to as images.
+# alerting rules). The operator's pages ship; the developer's pages and the
+# lab notebook (docs/developer, docs/results) stay with the source.
 cp docs/examples/lvs-monitor.toml docs/examples/lvs-monitor.rules.yml "$STAGE/doc/lvs-monitor/examples/"
-cp docs/results/*.svg "$STAGE/doc/lvs-monitor/results/"
 for f in agent.md haproxy.md operator-guide.md; do
 	gzip -9n <"docs/$f" >"$STAGE/doc/lvs-agent/$f.gz"
 done

@@ -156,11 +156,10 @@ func TestDebs(t *testing.T) {
 				t.Errorf("%schangelog.gz is not packaging/changelog", doc)
 			}
 			// Policy 12.3: docs compressed (the copyright file never);
-			// the example configuration and the plots are kept plain on
-			// purpose (deb.sh).
+			// the example configuration is kept plain on purpose (deb.sh).
 			for _, f := range d.files {
 				if strings.HasPrefix(f, doc) && !strings.HasSuffix(f, ".gz") && f != doc+"copyright" &&
-					!strings.HasPrefix(f, doc+"examples/") && !strings.HasPrefix(f, doc+"results/") {
+					!strings.HasPrefix(f, doc+"examples/") {
 					t.Errorf("%s: not compressed", f)
 				}
 				if strings.HasPrefix(f, "/usr/share/man/") && !strings.HasSuffix(f, ".gz") {
@@ -221,10 +220,6 @@ func TestDebs(t *testing.T) {
 			}
 			want = append(want, "/usr/share/doc/lvs-monitor/"+name+".gz")
 		}
-		// Every plot results.md links to ships beside it.
-		for _, m := range regexp.MustCompile(`\]\((results/[^)]+\.svg)\)`).FindAllStringSubmatch(readFile(t, "../docs/results.md"), -1) {
-			want = append(want, "/usr/share/doc/lvs-monitor/"+m[1])
-		}
 		for _, f := range want {
 			if !monitor.has(f) {
 				t.Errorf("lvs-monitor lacks %s", f)
@@ -233,6 +228,13 @@ func TestDebs(t *testing.T) {
 		for f, src := range map[string]string{"README.md.gz": "../README.md", "index.md.gz": "../docs/README.md"} {
 			if got := monitor.gunzip(t, "/usr/share/doc/lvs-monitor/"+f); !bytes.Equal(got, []byte(readFile(t, src))) {
 				t.Errorf("lvs-monitor's %s is not %s", f, src)
+			}
+		}
+		// The developer's pages and the lab notebook stay with the source.
+		devs, _ := filepath.Glob("../docs/developer/*.md")
+		for _, md := range append(devs, "../docs/results/notebook.md") {
+			if f := "/usr/share/doc/lvs-monitor/" + filepath.Base(md) + ".gz"; monitor.has(f) {
+				t.Errorf("lvs-monitor ships the developer's %s", f)
 			}
 		}
 		for _, f := range []string{"/usr/bin/lvs-agent", "/lib/systemd/system/lvs-agent.service", "/etc/default/lvs-agent"} {

@@ -44,7 +44,7 @@ func (o *Observed) Figures() ResourceFigures {
 // 30 % busy whatever the two coefficients are. A coefficient's size sets
 // how strongly a server's departure from its service on that resource
 // counts (Reading, ResourceSensitivity), not which resource is the
-// bottleneck (docs/design.md, "Capacity against the bottleneck"). On a tie
+// bottleneck (docs/developer/design.md, "Capacity against the bottleneck"). On a tie
 // the earlier of cpu, disk, memory is named. With none of the three above
 // 0 (NoResource) the CPU is measured, as the controller did before it read
 // the coefficients: lvs-monitor -check warns about such a set.
@@ -102,7 +102,7 @@ func ResourceSensitivity(c, def float64) float64 {
 // c, shipped value def: (c − def) ÷ def above def, else 0. Up to their
 // shipped values these inputs do not move the capacity controller: one
 // probe, one sample of a run queue or one interval's share of connections
-// is noise that, counted, becomes weight writes (docs/design.md, "Capacity
+// is noise that, counted, becomes weight writes (docs/developer/design.md, "Capacity
 // against the bottleneck"); each step of def above it counts the input
 // once more.
 func DirectorSensitivity(c, def float64) float64 {
@@ -249,7 +249,7 @@ func CoefficientsTable() Table[Coefficients] {
 				"0.1 it does not move the weights (the connections served are what the controller divides); " +
 				"above, a server sent more than its weight's share of new connections reads busier, with " +
 				"exponent (input − 0.1) ÷ 0.1 on its ratio to the service's median, at most 2 " +
-				"([design.md](design.md#capacity-against-the-bottleneck)). A value between 0 and 0.1 acts " +
+				"([design.md](developer/design.md#capacity-against-the-bottleneck)). A value between 0 and 0.1 acts " +
 				"as 0 there (a warning). Under `wlc`/`sed` it damps the servers that finish sooner.",
 			Check: func(p Coefficients) string {
 				return between01(p.Input)
@@ -260,7 +260,7 @@ func CoefficientsTable() Table[Coefficients] {
 				"controller: above 0, the CPU busy fraction is one of the resources capacity is measured " +
 				"against — the busiest of them counts, and the coefficient ÷ its default 0.3 is the " +
 				"sensitivity with which a CPU busier than the service's median counts (0.6: its excess " +
-				"squared; [design.md](design.md#capacity-against-the-bottleneck)); 0 takes the CPU out. " +
+				"squared; [design.md](developer/design.md#capacity-against-the-bottleneck)); 0 takes the CPU out. " +
 				"With `cpu`, `disk` and `memory` all 0 the CPU is measured anyway (a warning).",
 			Check: func(p Coefficients) string {
 				return between01(p.CPU)

@@ -24,14 +24,14 @@ func SmoothCapacity(prev float64, n int, obs, alpha float64) float64 {
 	return ((1-alpha)*obs + (alpha-an)*prev) / (1 - an)
 }
 
-// DefaultLight is weight.light's default, seed 000's TH1 (docs/design.md,
+// DefaultLight is weight.light's default, seed 000's TH1 (docs/developer/design.md,
 // "TH1 and TH2"): a server whose bottleneck (Busy) is less busy than this
 // is lightly loaded. Its capacity is not measured — connections ÷ a small
 // busy fraction is noise (a 1 s window of 10 ms ticks reads 0.05 ± 0.01,
 // i.e. ±20 %; a few heavy requests swing a lightly loaded server's CPU) —
 // and it has capacity to spare; while every server of a service is that
 // light, nothing is decided (Light). Lower thresholds turn light-load
-// noise into weight writes (docs/results.md has the measurements).
+// noise into weight writes (docs/results/notebook.md has the measurements).
 const DefaultLight = 0.2
 
 // The rules that hold a weight, named in CapacityStep.Rule, the reasons
@@ -539,7 +539,7 @@ func pressures(servers []Server) ([]Pressures, Pressures) {
 // capacityController weighs servers by their measured capacity: the
 // connections each served per unit of the busy fraction of its bottleneck
 // among the resources coef enables (Busy) — throughput ÷ utilisation —
-// smoothed over intervals (docs/design.md).
+// smoothed over intervals (docs/developer/design.md).
 type capacityController struct {
 	coef Coefficients
 	// steps, when set, is scratch storage Measure reuses for the steps
@@ -844,7 +844,7 @@ func capacityKeys() []Param[WeightParams] {
 				"The share widens to two standard errors of a server's estimate when that estimate is noisy " +
 				"(a single-core server, heavy-tailed requests), and the return to one. Explain names it: " +
 				"\"TH2 close: within ±15%\". 0 = weights in proportion to capacity, the largest at " +
-				"`resolution` ([design.md](design.md#th1-and-th2-seed-000s-thresholds)).",
+				"`resolution` ([design.md](developer/design.md#th1-and-th2-seed-000s-thresholds)).",
 			Check: func(p WeightParams) string {
 				return refuse(!(p.Anchor >= 0 && p.Anchor < 1), "must be from 0 (off) to below 1 (a share of the median), got %v", p.Anchor)
 			},
@@ -857,7 +857,7 @@ func capacityKeys() []Param[WeightParams] {
 				"default weight. While every server of a service is below it, nothing is decided and no " +
 				"capacity weight is written (availability, drains, slow start and the backlog guard still " +
 				"act); explain says \"TH1 light: every server below 20% busy\". " +
-				"([design.md](design.md#th1-and-th2-seed-000s-thresholds))",
+				"([design.md](developer/design.md#th1-and-th2-seed-000s-thresholds))",
 			Check: func(p WeightParams) string {
 				return refuse(!(p.Light > 0 && p.Light < 1), "must be above 0 and below 1 (a busy fraction), got %v", p.Light)
 			},
@@ -868,7 +868,7 @@ func capacityKeys() []Param[WeightParams] {
 				"three intervals in a row often enough that, at 3, the held-out clusters with nothing " +
 				"changing saw 0.27 writes per server per minute under wrr and wlc; at 5, with the " +
 				"guard-held cut below, 0.18 — commit `36c60ab`, `lvs-sim -family test -generate 24 " +
-				"-steady`, [results.md](results.md#what-a-controller-that-looks-can-reach-commit-36c60ab)). " +
+				"-steady`, [results.md](results/notebook.md#what-a-controller-that-looks-can-reach-commit-36c60ab)). " +
 				"A server saturated while its service is not moves at once (on fewer than 20 connections " +
 				"served, at the second such interval in a row), and so does one the backlog guard holds cut " +
 				"at the cycle with a factor below the anchor. 1 = at once.",

@@ -47,7 +47,7 @@ func sharedWeightKeys() []Param[WeightParams] {
 				"their configured weights unless one strays (`anchor`, TH2) or every one is lightly loaded " +
 				"(`light`, TH1); gain, target and threshold do not apply. `\"lvs\"` is the LVS " +
 				"dynamic-feedback formula `w ← w + gain·∛(target − load)`. See " +
-				"[design.md](design.md#the-capacity-controller) and [results.md](results.md).",
+				"[design.md](developer/design.md#the-capacity-controller) and [results.md](results/notebook.md).",
 			Check: func(p WeightParams) string {
 				_, err := NewController(p, Coefficients{})
 				return refuse(err != nil, "must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)

@@ -902,7 +902,7 @@ func GuardTable() Table[GuardParams] {
 				"one that looks dead (none established while its connections end: probed at once, and down " +
 				"when refused). `\"0s\"` disables the guard. Services under a hashing scheduler (sh, dh, mh), " +
 				"where a weight change remaps clients, are left alone. See " +
-				"[design.md](design.md#the-backlog-guard).",
+				"[design.md](developer/design.md#the-backlog-guard).",
 			Check: func(p GuardParams) string {
 				return refuse(p.Check < 0, "must not be negative (0 disables the guard), got %v", p.Check)
 			},
@@ -961,7 +961,7 @@ func GuardTable() Table[GuardParams] {
 				"wrr, fo): lc, wlc, sed, nq, lblc, lblcr, ovf and twos already send a server whose active " +
 				"connections grow fewer new ones, and there the guard cuts as with `false`. `false`: the " +
 				"guard as before 2026-12, on the backlog it holds, at two checks in a row (see " +
-				"[design.md](design.md#the-backlog-guard)).",
+				"[design.md](developer/design.md#the-backlog-guard)).",
 		},
 	}}
 }

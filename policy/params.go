@@ -45,7 +45,7 @@ type WeightParams struct {
 	Threshold int `toml:"threshold"`
 
 	// Controller chooses how weights are computed: ControllerCapacity (the
-	// default; docs/design.md) or ControllerLVS (the formula above).
+	// default; docs/developer/design.md) or ControllerLVS (the formula above).
 	Controller string `toml:"controller"`
 	// Capacity controller: the geometric decay α of the smoothing
 	// (0 = the last interval only), the relative dead-band a weight must
@@ -77,7 +77,7 @@ type WeightParams struct {
 }
 
 // Availability holds the rules that keep the monitor from making an
-// incident worse (docs/design.md, "When things fail").
+// incident worse (docs/developer/design.md, "When things fail").
 type Availability struct {
 	// FreezeShare: when more than this share of a service's servers (those
 	// not drained by the operator) fail their probe in the same cycle, the

@@ -41,6 +41,6 @@
 //     weight rules; an idea for the controller is tried as a monitor
 //     configuration (NAME=FILE, sim/variants) or in monitor/ itself.
 //
-// docs/simulator.md describes the model and the scenario format;
-// docs/results.md holds the measurements.
+// docs/developer/simulator.md describes the model and the scenario format;
+// docs/results/notebook.md holds the measurements.
 package sim

@@ -15,7 +15,7 @@ import (
 
 // Scenario families: generated clusters, loads and incidents far wider than
 // the shipped scenarios, for tuning on one family and reporting on another
-// that tuning never saw (docs/simulator.md, "Scenario families").
+// that tuning never saw (docs/developer/simulator.md, "Scenario families").
 const (
 	// FamilyTrain is the family to tune on.
 	FamilyTrain = "train"
@@ -425,7 +425,7 @@ func EncodeScenario(w io.Writer, sc *Scenario) error {
 
 // MakeSteady removes every incident from a scenario — events, flash crowds
 // and the wave — leaving its cluster and its steady workload: what the
-// controller writes when nothing changes (docs/simulator.md).
+// controller writes when nothing changes (docs/developer/simulator.md).
 func MakeSteady(sc *Scenario) {
 	sc.Events, sc.Workload.Flash, sc.Workload.Wave = nil, nil, Wave{}
 	sc.Description = strings.TrimRight(sc.Description, ". ") + "; steady: incidents, flash crowds and wave left out"

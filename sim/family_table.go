@@ -44,7 +44,7 @@ type FamilySummary struct {
 const familyRecoveryGood = 15.0
 
 // familyDriftGood is the capacity loss by which a drifting server's weight
-// should have started to follow: the target in docs/results.md.
+// should have started to follow: the target in docs/results/notebook.md.
 const familyDriftGood = 0.15
 
 // SummariseFamily summarises rows over the given scenarios, per scheduler

@@ -15,7 +15,7 @@ import (
 )
 
 // Scenario is one simulated cluster, its workload and its events, read from
-// a TOML file (docs/simulator.md describes every key).
+// a TOML file (docs/developer/simulator.md describes every key).
 type Scenario struct {
 	Name        string        `toml:"name"`
 	Description string        `toml:"description,omitempty"`

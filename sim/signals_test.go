@@ -150,7 +150,7 @@ func signalTable(sc *Scenario, sig []serverSignals, names []string, sets []lvspo
 // troubled server against the others during its event (from 30 s after it
 // to its end), what the default controller measures — connections served
 // per unit of CPU busy — with the composite load under three coefficient
-// sets. Run with -v for the tables of docs/results.md, which says what
+// sets. Run with -v for the tables of docs/results/notebook.md, which says what
 // they mean:
 //   - disk-slow: the CPU-only measure is blind (within 15 %); the
 //     composite with the default coefficients reads the server as *less*

@@ -26,7 +26,7 @@ type Reads struct {
 }
 
 // ControllerReads is the one place that says which coefficients each
-// weight controller reads (docs/design.md): the LVS formula weighs all
+// weight controller reads (docs/developer/design.md): the LVS formula weighs all
 // six; the capacity controller reads all six as sensitivities against
 // the shipped values (policy.Reading), so their sizes matter under both.
 func ControllerReads(controller string) (Reads, error) {

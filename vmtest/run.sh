@@ -37,7 +37,7 @@ cache=${VMTEST_CACHE:-$here/cache}
 out=${VMTEST_OUT:-$here/out}
 # Busy host (VMTEST_BUSY=1): the guest ran 306-515 s instead of 185-240, a
 # test up to 150 s instead of 60, so higher limits unless they are given
-# (docs/testing-kernel.md, "A busy host").
+# (docs/developer/testing-kernel.md, "A busy host").
 if [ "${VMTEST_BUSY:-0}" = 1 ]; then
 	vm_timeout=${VMTEST_TIMEOUT:-1500}
 	test_timeout=${VMTEST_TEST_TIMEOUT:-400}

@@ -79,7 +79,7 @@ func exporterFor(b *testing.B) string {
 // everything between them included, per poll. VmHWM-MB is the peak RSS.
 // Run with a fixed count, e.g. -benchtime 2000x: every run starts the
 // processes anew, waits 30 s, and polls 5 s apart for 60 s after the
-// polls. docs/scale.md ("The agent") has the figures.
+// polls. docs/developer/scale.md ("The agent") has the figures.
 func BenchmarkPollCost(b *testing.B) {
 	exporter := exporterFor(b)
 	agentBin := buildAgent(b, b.TempDir())

@@ -4,7 +4,7 @@
 // the real monitor every interval for a bounded time. It reports cycle
 // duration (p50, p99, max), how long after the cycle start the last poll
 // finished, the director's CPU and RSS, and goroutines and open descriptors
-// at the start and the end. See docs/scale.md.
+// at the start and the end. See docs/developer/scale.md.
 //
 // -h prints the flags, -version the build information; both exit 0. Bad
 // flags exit 2.

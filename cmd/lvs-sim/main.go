@@ -5,7 +5,7 @@
 //	lvs-sim [flags] SCENARIO.toml...
 //
 // -h prints the flags, -version the build information; both exit 0. Bad
-// flags exit 2, a failed run 1. See docs/simulator.md.
+// flags exit 2, a failed run 1. See docs/developer/simulator.md.
 package main
 
 import (
@@ -63,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	timelineWindow := fs.Duration("timeline-window", 5*time.Second, "the timeline's `window`")
 	quiet := fs.Bool("q", false, "no progress on stderr")
 	pivot := fs.Bool("pivot", false, "print the compact policy × scenario table of p99/ideal (per scheduler) instead of the full table")
-	// Generated scenario families (docs/simulator.md, "Scenario families").
+	// Generated scenario families (docs/developer/simulator.md, "Scenario families").
 	family := fs.String("family", "", "scenario `family` to generate from: "+strings.Join(sim.FamilyNames, " or ")+" (tune on train, report on test)")
 	generate := fs.Int("generate", 0, "run scenarios 0..`N`-1 of -family after the files given")
 	outDir := fs.String("out", "", "with -generate: write the generated scenarios as TOML files into `DIR` and run nothing")

@@ -276,7 +276,7 @@ type Capacity struct {
 	Bottleneck string  `json:"bottleneck,omitempty"`
 	// Reading is what the connections served were divided by when the
 	// coefficients moved it from Busy (their sensitivities,
-	// docs/design.md), and Driver the input that moved it most ("cpu",
+	// docs/developer/design.md), and Driver the input that moved it most ("cpu",
 	// "disk", "memory", "input", "response", "process"); both absent when
 	// it is Busy (the shipped coefficients).
 	Reading float64 `json:"reading,omitempty"`

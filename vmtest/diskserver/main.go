@@ -1,5 +1,5 @@
 // Command diskserver is the test VM's disk-bound real server and its client
-// (vmtest/guest/e2e-disk.sh; docs/testing-kernel.md). It is a test tool, not
+// (vmtest/guest/e2e-disk.sh; docs/developer/testing-kernel.md). It is a test tool, not
 // part of the product.
 //
 //	diskserver serve -listen :80 -disk /dev/nullb0 -name rs1 [-reads 1] [-log FILE]

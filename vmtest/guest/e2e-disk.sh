@@ -1,6 +1,6 @@
 # Guest end-to-end test: a real server held back by its disk while its CPU
 # stays low; the coefficients decide whether its weight falls
-# (docs/testing-kernel.md, "The disk-bound server test").
+# (docs/developer/testing-kernel.md, "The disk-bound server test").
 #
 # make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
 # rs1..rs3, weight 10 each. Each real server has a block device of its own,

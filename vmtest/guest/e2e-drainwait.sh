@@ -25,7 +25,7 @@
 #      persistent client's next connection still goes to the drained S2;
 #      with 1 it goes to another server, and S2's template is unhooked (its
 #      ports 65535) but still counted until its timer ends.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 . "${VMTEST_LIB:-/vmtest}/topology.sh"
 

@@ -51,7 +51,7 @@
 #      and every remaining table holds its weights for 6 cycles although the
 #      hog is stopped (fail static: no director decides alone);
 #   e. the remaining monitors exit 0 within 20 s of SIGTERM, etcd still down.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 
 W=/tmp/fleet

@@ -1,5 +1,5 @@
 # Guest end-to-end test: lvs-monitor's backlog guard on real IPVS
-# (docs/design.md "The backlog guard").
+# (docs/developer/design.md "The backlog guard").
 #
 # make_topology 3: a director with an IPVS NAT service on the VIP (wrr) over
 # rs1..rs3, weight 10 each. Each real server runs busybox httpd with a CGI
@@ -31,7 +31,7 @@
 #      through the cycles once its httpd answers again;
 #   f. the monitor's last view of each server's weight in its log (adopted,
 #      set by an operator, or written) is the weight ipvsadm -Ln shows.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 . "${VMTEST_LIB:-/vmtest}/topology.sh"
 

@@ -20,7 +20,7 @@
 #      `lvsctl status -o json` shows the reload error; the file fixed,
 #      `lvsctl reload` exits 0 and the error is gone;
 #   d. `lvsctl explain SVC RS` exits 0 and prints the formula step.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 . "${VMTEST_LIB:-/vmtest}/topology.sh"
 

@@ -20,7 +20,7 @@
 #      restores a non-zero weight;
 #   d. the last "weight changed" each server got in the monitor's logs is the
 #      weight ipvsadm -Ln shows at the end.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 . "${VMTEST_LIB:-/vmtest}/topology.sh"
 

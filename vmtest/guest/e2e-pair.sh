@@ -20,7 +20,7 @@
 #   d. dirA's monitor restarted with another key file (and the VIP again, so
 #      that it claims to write): dirB counts and logs bad_mac rejections and
 #      its table is not changed by dirA.
-# docs/testing-kernel.md lists, for each, a change that makes it fail.
+# docs/developer/testing-kernel.md lists, for each, a change that makes it fail.
 set -u
 
 W=/tmp/pair

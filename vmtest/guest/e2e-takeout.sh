@@ -1,6 +1,6 @@
 # Guest end-to-end test: how soon a dead server is taken out (weight 0),
 # lvs-monitor's backlog guard beside keepalived's TCP_CHECK on the same
-# service (docs/design.md "The backlog guard", docs/testing-kernel.md).
+# service (docs/developer/design.md "The backlog guard", docs/developer/testing-kernel.md).
 #
 # make_topology 4: keepalived (checker only) owns the NAT service on the VIP
 # over rs1..rs4 at weight 10, TCP_CHECK delay_loop 6, retry 1,

@@ -1,6 +1,6 @@
 # Guest test: lvs-sim's connection accounting against real IPVS — the same
 # dying server on the kernel and in the simulator, window by window
-# (docs/simulator.md, "Fidelity on the kernel").
+# (docs/developer/simulator.md, "Fidelity on the kernel").
 #
 # make_topology 4: six IPVS NAT services on the VIP, weight 1 on rs1..rs4,
 # no health check: ports 81-83 (wrr, wlc, sed) see rs3 crash, ports 84-86
@@ -44,7 +44,7 @@ SEEDS=5
 # (wlc, crash); a guest starved by a busy host (half the connections per
 # window) measured 0.65 and 0.25 there. The old linger model is 0.39-0.60
 # off on average for a hang under wlc and sed, beyond the mean bound
-# (docs/simulator.md, "Fidelity on the kernel").
+# (docs/developer/simulator.md, "Fidelity on the kernel").
 FID_BOUND=${FID_BOUND:-0.75}
 FID_MEAN_BOUND=${FID_MEAN_BOUND:-0.3}
 SERVICES="81:crash:wrr 82:crash:wlc 83:crash:sed 84:hang:wrr 85:hang:wlc 86:hang:sed"
