@@ -122,37 +122,7 @@ run in_ns director ipvsadm --set 3 3 3
 in_ns director ipvsadm -L --timeout
 [ "$(in_ns director cat /proc/sys/net/ipv4/vs/expire_quiescent_template)" = 0 ] || fail "expire_quiescent_template is not 0 by default"
 
-cat >"$W/monitor.toml" <<EOF2
-interval = "1s"
-agent_timeout = "900ms"
-probe_timeout = "900ms"
-state_dir = "$W/state"
-metrics_listen = ""
-control_socket = "$SOCK"
-
-[weight]
-controller = "lvs"
-gain = 5.0
-target = 0.95
-scale = 2
-min = 1
-threshold = 1
-
-[availability]
-freeze_share = 0.5
-agent_expiry = "30s"
-slow_start = "3s"
-slow_start_floor = 0.1
-
-[[service]]
-address = "$SVCT"
-[service.probe]
-type = "http"
-path = "/"
-expect_status = 200
-reference = "100ms"
-EOF2
-append_servers "$W/monitor.toml"
+lvsctl_config "$W/monitor.toml"
 run lvs-monitor -check -config "$W/monitor.toml"
 ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/monitor.log" &
 MONPID=$!

@@ -135,37 +135,7 @@ for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w
 # FIN_WAIT 5 s instead of 120 (0: unchanged), for a's closing entry.
 run in_ns director ipvsadm --set 0 5 0
 
-cat >"$W/monitor.toml" <<EOF
-interval = "1s"
-agent_timeout = "900ms"
-probe_timeout = "900ms"
-state_dir = "$W/state"
-metrics_listen = ""
-control_socket = "$SOCK"
-
-[weight]
-controller = "lvs"
-gain = 5.0
-target = 0.95
-scale = 2
-min = 1
-threshold = 1
-
-[availability]
-freeze_share = 0.5
-agent_expiry = "30s"
-slow_start = "3s"
-slow_start_floor = 0.1
-
-[[service]]
-address = "$SVCT"
-[service.probe]
-type = "http"
-path = "/"
-expect_status = 200
-reference = "100ms"
-EOF
-append_servers "$W/monitor.toml"
+lvsctl_config "$W/monitor.toml"
 run lvs-monitor -check -config "$W/monitor.toml"
 cp "$W/monitor.toml" "$W/monitor.toml.good"
 ip netns exec director lvs-monitor -config "$W/monitor.toml" 2>"$W/monitor.log" &

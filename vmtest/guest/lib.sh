@@ -194,6 +194,43 @@ append_servers() {
 	for _i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$_i")" >>"$1"; done
 }
 
+# lvsctl_config FILE: the monitor configuration of the lvsctl guest tests —
+# a 1 s interval, the LVS formula, the control socket $SOCK, state under $W,
+# service $SVCT with an HTTP probe — and its three servers (append_servers).
+lvsctl_config() {
+	cat >"$1" <<CONF
+interval = "1s"
+agent_timeout = "900ms"
+probe_timeout = "900ms"
+state_dir = "$W/state"
+metrics_listen = ""
+control_socket = "$SOCK"
+
+[weight]
+controller = "lvs"
+gain = 5.0
+target = 0.95
+scale = 2
+min = 1
+threshold = 1
+
+[availability]
+freeze_share = 0.5
+agent_expiry = "30s"
+slow_start = "3s"
+slow_start_floor = 0.1
+
+[[service]]
+address = "$SVCT"
+[service.probe]
+type = "http"
+path = "/"
+expect_status = 200
+reference = "100ms"
+CONF
+	append_servers "$1"
+}
+
 # ns_weights NS SVC RIP1 RIP2 RIP3: "w1 w2 w3", the kernel weights of three
 # real servers of SVC in namespace NS's table ("-" for one not in it).
 ns_weights() {
