@@ -63,7 +63,7 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 	// connection table serves every suspect; then the evidence, the
 	// probes and the take-downs, only where there is something to do.
 	var suspects map[netip.AddrPort]struct{}
-	sinks := false
+	sinks, pilingUp := false, false
 	forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) {
 		m.engine.Check(m.servicePolicy(&group[0]), m.serviceState(svc), m.servers(group))
 		m.noteHashing(svc, policy.HashingScheduler(m.schedulers[svc]) && m.cfg.Guard.Enabled())
@@ -77,10 +77,11 @@ func (m *Monitor) Guard(ctx context.Context) (int, error) {
 					suspects = map[netip.AddrPort]struct{}{}
 				}
 				suspects[group[i].st.Key.Dest] = struct{}{}
+				pilingUp = pilingUp || group[i].state.Guard.PilingUp
 			}
 		}
 	})
-	conns := m.readConns(suspects)
+	conns := m.readConns(suspects, pilingUp)
 	if sinks || conns != nil {
 		forEachService(rows, func(svc ipvs.ServiceKey, group []destRow) { m.takeOut(ctx, svc, group, conns) })
 	}
@@ -172,10 +173,38 @@ func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 
 // connBudget spaces the guard's reads of the connection table: the kernel
 // walks every connection of the director for one, so after a read that
-// took d the next waits connSpacing·d — at most 1/connSpacing of the
-// time goes to it, whatever the table's size.
+// took d the next of its kind waits connSpacing·d — at most 1/connSpacing
+// of the time goes to each kind, whatever the table's size. A read for a
+// server whose active connections pile up (policy.PilingUp: the sign of one
+// that answers nobody, and rare on a healthy director) has a budget of its
+// own: the reads that a healthy service's short connections prompt at
+// every check (none active while the inactive count moves) cannot space
+// it out.
 type connBudget struct {
-	next time.Time
+	next [2]time.Time // by kind: [0] the others, [1] piling up
+}
+
+// allows says whether a read of the kind may be made at now.
+func (b *connBudget) allows(now time.Time, pilingUp bool) bool {
+	return !now.Before(b.next[kindIndex(pilingUp)])
+}
+
+// spend records a read of the kind made at now that took took: a read
+// that costs under 1/connSpacing of a check period needs no spacing (the
+// guard reads at most once a check).
+func (b *connBudget) spend(now time.Time, took, check time.Duration, pilingUp bool) {
+	k := kindIndex(pilingUp)
+	b.next[k] = time.Time{}
+	if gap := connSpacing * took; gap > check {
+		b.next[k] = now.Add(gap)
+	}
+}
+
+func kindIndex(pilingUp bool) int {
+	if pilingUp {
+		return 1
+	}
+	return 0
 }
 
 const connSpacing = 50
@@ -183,8 +212,9 @@ const connSpacing = 50
 // readConns reads the connection table's entries of the suspect
 // destinations, or returns nil: none suspect, a table that cannot read
 // them (another namespace, an old kernel), a failed read (logged once) or
-// a read too soon after an expensive one.
-func (m *Monitor) readConns(suspects map[netip.AddrPort]struct{}) map[ipvs.ConnKey]ipvs.ConnCounts {
+// a read too soon after an expensive one of its kind (pilingUp: some
+// suspect's active connections pile up; connBudget).
+func (m *Monitor) readConns(suspects map[netip.AddrPort]struct{}, pilingUp bool) map[ipvs.ConnKey]ipvs.ConnCounts {
 	if len(suspects) == 0 {
 		return nil
 	}
@@ -193,17 +223,12 @@ func (m *Monitor) readConns(suspects map[netip.AddrPort]struct{}) map[ipvs.ConnK
 		return nil
 	}
 	now := time.Now() // the cost of the read itself, not the monitor's clock
-	if now.Before(m.conns.next) {
+	if !m.conns.allows(now, pilingUp) {
 		m.deps.Metrics.connRead("spaced")
 		return nil
 	}
 	conns, err := r.ConnStates(suspects)
-	m.conns.next = time.Time{}
-	// A read that costs under 1/connSpacing of a check period needs no
-	// spacing: the guard reads at most once a check.
-	if gap := connSpacing * time.Since(now); gap > m.cfg.Guard.Check {
-		m.conns.next = now.Add(gap)
-	}
+	m.conns.spend(now, time.Since(now), m.cfg.Guard.Check, pilingUp)
 	if err != nil {
 		m.deps.Metrics.connRead("error")
 		m.noteOnce("guard-conns", slog.LevelWarn, "backlog guard: cannot read the connection table; dead servers wait for the cycles' probes", "error", err)

@@ -137,3 +137,72 @@ func TestBacklogGuardConnReadSpaced(t *testing.T) {
 		}
 	}
 }
+
+// TestConnBudgetKinds: each kind of read is spaced by its own reads only:
+// 50 × a read's duration when that exceeds the check period (1 s).
+func TestConnBudgetKinds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var b connBudget
+	steps := []struct {
+		at       float64
+		pilingUp bool
+		allowed  bool
+		took     time.Duration // spent when allowed
+	}{
+		{0, false, true, 100 * time.Millisecond}, // the others: next at 5 s
+		{1, false, false, 0},
+		{1, true, true, 10 * time.Millisecond}, // 500 ms ≤ 1 s: not spaced
+		{2, true, true, 40 * time.Millisecond}, // 2 s: next at 4 s
+		{3, true, false, 0},
+		{4, true, true, 10 * time.Millisecond},
+		{4.5, false, false, 0},
+		{5, false, true, 0},
+	}
+	for _, s := range steps {
+		if got := b.allows(at(s.at), s.pilingUp); got != s.allowed {
+			t.Fatalf("at %gs, piling up %v: allowed %v, want %v", s.at, s.pilingUp, got, s.allowed)
+		}
+		if s.allowed {
+			b.spend(at(s.at), s.took, time.Second, s.pilingUp)
+		}
+	}
+}
+
+// TestBacklogGuardPilingUpNotSpacedByOthers: a healthy service's short
+// connections make a server suspect at every check (none active, its
+// inactive count moving), and an expensive read for it spaces the next
+// such read; a server whose connections pile up at the next check is read
+// all the same, and taken down on its unanswered handshakes.
+func TestBacklogGuardPilingUpNotSpacedByOthers(t *testing.T) {
+	r, _ := newCapacityRig(t, "")
+	r.cfg.Guard.Check = time.Second
+	setAllCPU(r, 0.5)
+	table := &slowConns{Mem: r.table, delay: 100 * time.Millisecond} // spaces a kind by 5 s
+	store, err := NewFileStore(r.dir)
+	must(t, err)
+	m, err := New(r.cfg, Deps{Table: table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock}, false)
+	must(t, err)
+	for _, rs := range []netip.AddrPort{rsA, rsB, rsC} {
+		must(t, r.table.SetActive(svcKey, rs, 1, 100))
+	}
+	cycle(t, m)
+	guard(t, m)
+	// A: none active while its inactive count moves, at this check and the next.
+	must(t, r.table.SetActive(svcKey, rsA, 0, 110))
+	guard(t, m)
+	if table.reads != 1 {
+		t.Fatalf("A suspect: %d reads, want 1", table.reads)
+	}
+	// B answers nobody: its handshakes pile up (1 → 12 active).
+	r.table.SetConnCounts(ipvs.ConnKey{Protocol: ipvs.TCP, VAddr: svcKey.Addr, Dest: rsB}, ipvs.ConnCounts{Handshakes: 11})
+	must(t, r.table.SetActive(svcKey, rsA, 0, 120))
+	must(t, r.table.SetActive(svcKey, rsB, 12, 100))
+	guard(t, m)
+	if table.reads != 2 {
+		t.Fatalf("B piling up after A's expensive read: %d reads, want 2", table.reads)
+	}
+	if w := r.weight(rsB); w != 0 {
+		t.Errorf("B's handshakes unanswered: weight %d, want 0", w)
+	}
+}

@@ -284,8 +284,11 @@ type GuardState struct {
 	Level Level
 	// Suspect: at this check the server's counters looked like a dead
 	// server's (Suspect): the monitor reads its entries in the connection
-	// table (TableEvidence).
-	Suspect bool
+	// table (TableEvidence). PilingUp: its active connections at that,
+	// which unanswered handshakes do (PilingUp), not only its inactive
+	// count moving with none active, as a healthy server's with short
+	// connections does at every check.
+	Suspect, PilingUp bool
 	// Excess is the server's active connections beyond its share at the
 	// previous check (ExcessSet: not held then), Grows at how many checks
 	// in a row, up to it, that excess grew: the prediction's growth and
@@ -568,7 +571,15 @@ const handshakeMin, resetMin = 3, 2
 // suspect too: only the table tells them apart, and prevChecked is false
 // at a first reading.
 func Suspect(active, prevActive, inactive, prevInactive int, prevChecked bool) bool {
-	return prevChecked && active == 0 && inactive != prevInactive || active >= handshakeMin && active > prevActive
+	return prevChecked && active == 0 && inactive != prevInactive || PilingUp(active, prevActive)
+}
+
+// PilingUp reports whether a server's active connections pile up — at
+// least handshakeMin and more than at the previous check — as a server
+// that answers nobody's do: the stronger of Suspect's two readings, and
+// the rarer on a healthy director.
+func PilingUp(active, prevActive int) bool {
+	return active >= handshakeMin && active > prevActive
 }
 
 // Refusing reports whether a server's entries in the connection table
@@ -688,6 +699,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		leaving := d.Write && d.Record.State != Managed
 		suspect := on && !inCycle && o.Record.State == Managed && o.Kernel > 0 && !leaving &&
 			Suspect(o.ActiveConns, gs.PrevActive, o.InactiveConns, gs.PrevInactive, gs.Checked)
+		pilingUp := suspect && PilingUp(o.ActiveConns, gs.PrevActive)
 		switch {
 		case o.Record.State != Managed || o.Kernel <= 0 || leaving:
 			if gs.Holding() {
@@ -701,7 +713,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 			gs.rates(o.Counter, o.ActiveConns)
 			e.detect(o, sv.State, d, &tr, med, sinkMed, building, inCycle, on, predict)
 		}
-		gs.Suspect = suspect
+		gs.Suspect, gs.PilingUp = suspect, pilingUp
 		if tr.Event != GuardNone || gs.Holding() || tr.Prediction != nil {
 			tr.Held, tr.From, tr.Raised = gs.Weight, gs.From, gs.Raised
 			kept := tr // only these escape to the heap

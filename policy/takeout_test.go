@@ -16,19 +16,22 @@ func TestSuspect(t *testing.T) {
 	for _, tt := range []struct {
 		name                                   string
 		active, prevActive, inactive, prevInac int
-		checked, want                          bool
+		checked, want, pilingUp                bool
 	}{
-		{"refusing: none active, inactive moves", 0, 0, 1190, 1200, true, true},
-		{"idle: none active, nothing moves", 0, 0, 1200, 1200, true, false},
-		{"first reading: nothing to compare", 0, 0, 1190, 0, false, false},
-		{"unanswered: 3 active, growing", 3, 1, 50, 50, true, true},
-		{"unanswered at a first reading", 3, 0, 50, 0, false, true},
-		{"2 active, growing: too few", 2, 0, 50, 50, true, false},
-		{"40 active, not growing", 40, 40, 50, 60, true, false},
-		{"40 active, fewer than before", 40, 45, 50, 60, true, false},
+		{"refusing: none active, inactive moves", 0, 0, 1190, 1200, true, true, false},
+		{"idle: none active, nothing moves", 0, 0, 1200, 1200, true, false, false},
+		{"first reading: nothing to compare", 0, 0, 1190, 0, false, false, false},
+		{"unanswered: 3 active, growing", 3, 1, 50, 50, true, true, true},
+		{"unanswered at a first reading", 3, 0, 50, 0, false, true, true},
+		{"2 active, growing: too few", 2, 0, 50, 50, true, false, false},
+		{"40 active, not growing", 40, 40, 50, 60, true, false, false},
+		{"40 active, fewer than before", 40, 45, 50, 60, true, false, false},
 	} {
 		if got := Suspect(tt.active, tt.prevActive, tt.inactive, tt.prevInac, tt.checked); got != tt.want {
 			t.Errorf("%s: Suspect(%d, %d, %d, %d, %v) = %v, want %v", tt.name, tt.active, tt.prevActive, tt.inactive, tt.prevInac, tt.checked, got, tt.want)
+		}
+		if got := PilingUp(tt.active, tt.prevActive); got != tt.pilingUp {
+			t.Errorf("%s: PilingUp(%d, %d) = %v, want %v", tt.name, tt.active, tt.prevActive, got, tt.pilingUp)
 		}
 	}
 }
