@@ -233,6 +233,10 @@ const (
 	spreadMinChecks = 10
 )
 
+// spreadRun is the checks of growth in a run (prediction.grows) from which
+// a server's excess is no longer folded into its Spread.
+const spreadRun = 2
+
 // Fold takes the excess x of a check.
 func (s *Spread) Fold(x float64) {
 	s.N++
@@ -758,7 +762,12 @@ func (e *Engine) detect(o *Observed, st *ServerState, d *Decision, tr *GuardTrac
 	gs.Over, gs.Under, gs.PrevActive = over, under, o.ActiveConns
 	gs.PrevInactive, gs.Checked = o.InactiveConns, true
 	gs.Excess, gs.ExcessSet, gs.Grows = excess, true, pr.grows
-	if !inCycle {
+	// A run of growth is no scatter: folded in, a backlog building a few
+	// connections a check raised its own bar (PredictBar) as fast as it
+	// grew, and the prediction never came before the level test. A queue
+	// that scatters falls by a connection at least every other check, and
+	// its scatter is learnt from those checks and the ones between.
+	if !inCycle && pr.grows < spreadRun {
 		gs.Spread.Fold(excess)
 	}
 	switch {

@@ -370,3 +370,65 @@ func TestGuardPredictionTrace(t *testing.T) {
 		}
 	}
 }
+
+// slowRamp runs the backlog checks of TestGuardPredictSlowRamp and returns
+// the check B was cut at (-1: never within 40) and the weight.
+func slowRamp(t *testing.T, predict bool) (at, to int) {
+	t.Helper()
+	p := guardParams()
+	p.Guard.Predict = predict
+	e, err := NewEngine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []int{0}
+	for k := 1; len(b) < 40; k++ {
+		v := b[k-1]
+		if k%3 != 0 {
+			v++
+		}
+		b = append(b, v)
+	}
+	b = warmed(0, b)
+	st := &ServiceState{}
+	states := []*ServerState{{}, {}, {}}
+	counter := uint32(1000)
+	for k := range b {
+		if k%4 == 0 { // the kernel publishes its counter every 4th check
+			counter = uint32(1000 + b[k])
+		}
+		servers := make([]Server, 3)
+		for i := range servers {
+			a, c := 0, uint32(1000)
+			if i == 1 {
+				a, c = b[k], counter
+			}
+			o := &Observed{Record: DestRecord{State: Managed}, Configured: 10, Kernel: 10, ActiveConns: a, Counter: c}
+			servers[i] = Server{Obs: o, State: states[i], Out: &Decision{}}
+		}
+		e.Check(Service{}, st, servers)
+		if d := servers[1].Out; d.Write {
+			return k - warm, d.To
+		}
+	}
+	return -1, 0
+}
+
+// TestGuardPredictSlowRamp: the pace of the kernel test — B sent two
+// connections every three checks and finishing none, its peers idle
+// (share 0, bar min_excess 16), the counter published every fourth check.
+// B holds 15 at check 22: 12 or more over (0.75 of the bar), the counter's
+// last span (checks 16 to 20: 3 sent in 4 checks) 0.75 a check and one
+// arrived at this check, so 15 + 0.75 + 0.25 = 16 at the next: cut, to
+// weight.min (it finishes none). The level test waits for 16 at two
+// checks and a growing one: 17 at check 25. Before a run of growth was
+// kept out of the spread, the ramp itself raised the bar (sigma 1.5 by
+// check 11, 5.2 by check 25) and both cut at 25.
+func TestGuardPredictSlowRamp(t *testing.T) {
+	if at, to := slowRamp(t, true); at != 22 || to != 1 {
+		t.Errorf("predicted: B cut at check %d to %d, want check 22 to 1", at, to)
+	}
+	if at, to := slowRamp(t, false); at != 25 || to != 1 {
+		t.Errorf("without prediction: B cut at check %d to %d, want check 25 to 1", at, to)
+	}
+}
