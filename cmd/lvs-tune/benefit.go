@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"lvs-feedback/history"
-	"lvs-feedback/internal/cmdline"
 	"lvs-feedback/tune"
 )
 
@@ -63,19 +62,9 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), benefitExit)
 	}
-	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
-		if code != cmdline.ExitOK {
-			return errUsage
-		}
-		return nil
-	}
-	mistake := func(format string, a ...any) error {
-		fmt.Fprintf(stderr, "lvs-tune benefit: "+format+"\n", a...)
-		fs.Usage()
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		return mistake("unexpected argument %q", fs.Arg(0))
+	mistake, done, err := parseMethod(fs, args, stdout, stderr)
+	if done {
+		return err
 	}
 	if *window <= 0 {
 		return mistake("-window %v: want a positive duration such as 1h", *window)

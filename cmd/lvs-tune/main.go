@@ -138,6 +138,29 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return errUsage
 }
 
+// parseMethod parses a method's flags. done: -h, -version or a mistake in
+// the flags or arguments (already reported), and err is what the method
+// returns. Otherwise mistake reports a usage error the method finds later
+// — the message under the method's name, then its usage — and returns
+// errUsage.
+func parseMethod(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (mistake func(format string, a ...any) error, done bool, err error) {
+	if code, stop := cmdline.Parse(fs, args, stdout, stderr); stop {
+		if code != cmdline.ExitOK {
+			return nil, true, errUsage
+		}
+		return nil, true, nil
+	}
+	mistake = func(format string, a ...any) error {
+		fmt.Fprintf(stderr, fs.Name()+": "+format+"\n", a...)
+		fs.Usage()
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return mistake, true, mistake("unexpected argument %q", fs.Arg(0))
+	}
+	return mistake, false, nil
+}
+
 func runRegress(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-tune regress", flag.ContinueOnError)
 	configPath := fs.String("config", defaultConfig, "the running configuration `FILE`: its coefficients, state_dir and the file the block is checked in")
@@ -149,21 +172,12 @@ func runRegress(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), exitText)
 	}
-	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
-		if code != cmdline.ExitOK {
-			return errUsage
-		}
-		return nil
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "lvs-tune regress: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
+	mistake, done, err := parseMethod(fs, args, stdout, stderr)
+	if done {
+		return err
 	}
 	if !(*significance > 0 && *significance <= 0.5) {
-		fmt.Fprintf(stderr, "lvs-tune regress: -significance %v: want a level in (0, 0.5]\n", *significance)
-		fs.Usage()
-		return errUsage
+		return mistake("-significance %v: want a level in (0, 0.5]", *significance)
 	}
 	cfgText, cfg, err := readConfig(*configPath)
 	if err != nil {
@@ -316,19 +330,9 @@ func runSearch(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), exitText)
 	}
-	if code, done := cmdline.Parse(fs, args, stdout, stderr); done {
-		if code != cmdline.ExitOK {
-			return errUsage
-		}
-		return nil
-	}
-	mistake := func(format string, a ...any) error {
-		fmt.Fprintf(stderr, "lvs-tune search: "+format+"\n", a...)
-		fs.Usage()
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		return mistake("unexpected argument %q", fs.Arg(0))
+	mistake, done, err := parseMethod(fs, args, stdout, stderr)
+	if done {
+		return err
 	}
 	if (*scenario == "") == (*historyPath == "") {
 		return mistake("give exactly one of -scenario and -history")
