@@ -219,6 +219,19 @@ func TestCommandLineMistakes(t *testing.T) {
 			t.Errorf("%q: %v, stdout %q stderr %q", args, err, stdout.String(), stderr.String())
 		}
 	}
+	for _, c := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"regress", "extra"}, `lvs-tune regress: unexpected argument "extra"`},
+		{[]string{"regress", "-significance", "0.7"}, "lvs-tune regress: -significance 0.7: want a level in (0, 0.5]"},
+		{[]string{"search", "-scenario", "x.toml", "more"}, `lvs-tune search: unexpected argument "more"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		if err := run(c.args, &stdout, &stderr); !errors.Is(err, errUsage) || !strings.HasPrefix(stderr.String(), c.line+"\n") {
+			t.Errorf("%q: %v, stderr %q, want it to start with %q", c.args, err, stderr.String(), c.line)
+		}
+	}
 	for _, args := range [][]string{{"regress", "-h"}, {"search", "-h"}} {
 		var stdout, stderr bytes.Buffer
 		if err := run(args, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "usage: lvs-tune "+args[0]) ||
