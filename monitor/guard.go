@@ -173,13 +173,14 @@ func (m *Monitor) logGuard(key DestKey, d *policy.Decision) {
 
 // connBudget spaces the guard's reads of the connection table: the kernel
 // walks every connection of the director for one, so after a read that
-// took d the next of its kind waits connSpacing·d — at most 1/connSpacing
-// of the time goes to each kind, whatever the table's size. A read for a
-// server whose active connections pile up (policy.PilingUp: the sign of one
-// that answers nobody, and rare on a healthy director) has a budget of its
-// own: the reads that a healthy service's short connections prompt at
-// every check (none active while the inactive count moves) cannot space
-// it out.
+// took d the next of its kind waits spacing·d — at most 1/spacing of the
+// time goes to each kind, whatever the table's size. A read for a server
+// whose active connections pile up (policy.PilingUp: the sign of one that
+// answers nobody, and rare on a healthy director) has a budget of its own,
+// and a larger share (1/20 against 1/50): the reads that a healthy
+// service's short connections prompt at every check (none active while the
+// inactive count moves) cannot space it out, and while a server piles up
+// its table is read at every check unless a read costs over 50 ms.
 type connBudget struct {
 	next [2]time.Time // by kind: [0] the others, [1] piling up
 }
@@ -190,12 +191,12 @@ func (b *connBudget) allows(now time.Time, pilingUp bool) bool {
 }
 
 // spend records a read of the kind made at now that took took: a read
-// that costs under 1/connSpacing of a check period needs no spacing (the
+// that costs under 1/spacing of a check period needs no spacing (the
 // guard reads at most once a check).
 func (b *connBudget) spend(now time.Time, took, check time.Duration, pilingUp bool) {
 	k := kindIndex(pilingUp)
 	b.next[k] = time.Time{}
-	if gap := connSpacing * took; gap > check {
+	if gap := connSpacing[k] * took; gap > check {
 		b.next[k] = now.Add(gap)
 	}
 }
@@ -207,7 +208,8 @@ func kindIndex(pilingUp bool) int {
 	return 0
 }
 
-const connSpacing = 50
+// connSpacing is each kind's spacing factor: [0] the others, [1] piling up.
+var connSpacing = [2]time.Duration{50, 20}
 
 // readConns reads the connection table's entries of the suspect
 // destinations, or returns nil: none suspect, a table that cannot read

@@ -107,15 +107,16 @@ func (s *slowConns) ConnStates(want map[netip.AddrPort]struct{}) (map[ipvs.ConnK
 	return s.Mem.ConnStates(want)
 }
 
-// TestBacklogGuardConnReadSpaced: a read that takes more than 1/50 of the
-// check period spaces the next by 50 times its duration (a 30 ms read, a
-// 1 s check: none for 1.5 s); a cheap one (5 ms: 250 ms < 1 s) is made at
-// every check that has a suspect.
+// TestBacklogGuardConnReadSpaced: a read for a server whose connections
+// pile up that takes more than 1/20 of the check period spaces the next
+// such read by 20 times its duration (a 100 ms read, a 1 s check: none for
+// 2 s); a cheap one (5 ms: 100 ms < 1 s) is made at every check that has
+// a suspect.
 func TestBacklogGuardConnReadSpaced(t *testing.T) {
 	for _, tt := range []struct {
 		delay time.Duration
 		want  int
-	}{{30 * time.Millisecond, 1}, {5 * time.Millisecond, 3}} {
+	}{{100 * time.Millisecond, 1}, {5 * time.Millisecond, 3}} {
 		r, _ := newCapacityRig(t, "")
 		r.cfg.Guard.Check = time.Second
 		setAllCPU(r, 0.5)
@@ -138,8 +139,9 @@ func TestBacklogGuardConnReadSpaced(t *testing.T) {
 	}
 }
 
-// TestConnBudgetKinds: each kind of read is spaced by its own reads only:
-// 50 × a read's duration when that exceeds the check period (1 s).
+// TestConnBudgetKinds: each kind of read is spaced by its own reads only,
+// when its factor × a read's duration exceeds the check period (1 s): 50
+// for the others, 20 for a read while a server piles up.
 func TestConnBudgetKinds(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -150,10 +152,10 @@ func TestConnBudgetKinds(t *testing.T) {
 		allowed  bool
 		took     time.Duration // spent when allowed
 	}{
-		{0, false, true, 100 * time.Millisecond}, // the others: next at 5 s
+		{0, false, true, 100 * time.Millisecond}, // the others: 50 × 100 ms, next at 5 s
 		{1, false, false, 0},
-		{1, true, true, 10 * time.Millisecond}, // 500 ms ≤ 1 s: not spaced
-		{2, true, true, 40 * time.Millisecond}, // 2 s: next at 4 s
+		{1, true, true, 40 * time.Millisecond},  // piling up: 20 × 40 ms = 800 ms ≤ 1 s, not spaced
+		{2, true, true, 100 * time.Millisecond}, // 20 × 100 ms = 2 s: next at 4 s
 		{3, true, false, 0},
 		{4, true, true, 10 * time.Millisecond},
 		{4.5, false, false, 0},
