@@ -107,15 +107,7 @@ mkdir -m 700 "$CTL"
 mkfifo "$W/hold"
 exec 7<>"$W/hold"
 run make_topology 3
-for i in 1 2 3; do
-	mkdir -p "$W/www$i"
-	echo "rs$i" >"$W/www$i/index.html"
-	: >"$W/httpd$i.log"
-	ip netns exec "rs$i" httpd -f -v -p 80 -h "$W/www$i" 2>>"$W/httpd$i.log" &
-	ip netns exec "rs$i" lvs-agent -listen :9771 2>"$W/agent$i.log" &
-done
-answers() { [ "$(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip "$1")/" 2>/dev/null)" = "rs$1" ]; }
-for i in 1 2 3; do wait_for "rs$i answers" answers "$i"; done
+serve_rs
 run in_ns director ipvsadm -A -t "$SVC" -s rr -p "$PTIMEOUT"
 for i in 1 2 3; do run in_ns director ipvsadm -a -t "$SVC" -r "$(rs "$i")" -m -w 10; done
 run in_ns director ipvsadm --set 3 3 3

@@ -114,16 +114,7 @@ mkdir -m 700 "$CTL"
 mkfifo "$W/hold"
 exec 7<>"$W/hold" # a writer that never writes: the holders' nc never sees EOF
 run make_topology 3
-for i in 1 2 3; do
-	mkdir -p "$W/www$i"
-	echo "rs$i" >"$W/www$i/index.html"
-	: >"$W/httpd$i.log"
-	ip netns exec "rs$i" httpd -f -v -p 80 -h "$W/www$i" 2>>"$W/httpd$i.log" &
-	echo $! >"$W/httpd$i.pid"
-	ip netns exec "rs$i" lvs-agent -listen :9771 2>"$W/agent$i.log" &
-done
-answers() { [ "$(in_ns director timeout 3 wget -q -O - "http://$(topo_rs_ip "$1")/" 2>/dev/null)" = "rs$1" ]; }
-for i in 1 2 3; do wait_for "rs$i answers" answers "$i"; done
+serve_rs
 # rr, not wrr: the held connections below must reach rs1 whatever weights
 # the monitor writes (rr skips only weight 0: rs1 gets one of every three).
 # Under wrr, a weight write resets the scheduler's round (the kernel's

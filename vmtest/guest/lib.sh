@@ -194,6 +194,23 @@ append_servers() {
 	for _i in 1 2 3; do printf '[[service.server]]\naddress = "%s"\nweight = 10\n' "$(rs "$_i")" >>"$1"; done
 }
 
+# serve_rs: in rs1..rs3 an httpd serving "rsI" from $W/wwwI on port 80 (its
+# log $W/httpdI.log, its pid $W/httpdI.pid) and an lvs-agent on :9771 (its
+# log $W/agentI.log); returns once each page answers the director.
+serve_rs() {
+	for _i in 1 2 3; do
+		mkdir -p "$W/www$_i"
+		echo "rs$_i" >"$W/www$_i/index.html"
+		: >"$W/httpd$_i.log"
+		ip netns exec "rs$_i" httpd -f -v -p 80 -h "$W/www$_i" 2>>"$W/httpd$_i.log" &
+		echo $! >"$W/httpd$_i.pid"
+		ip netns exec "rs$_i" lvs-agent -listen :9771 2>"$W/agent$_i.log" &
+	done
+	for _i in 1 2 3; do
+		wait_for "rs$_i answers" sh -c "[ \"\$(ip netns exec director timeout 3 wget -q -O - http://$(topo_rs_ip "$_i")/ 2>/dev/null)\" = rs$_i ]"
+	done
+}
+
 # lvsctl_config FILE: the monitor configuration of the lvsctl guest tests —
 # a 1 s interval, the LVS formula, the control socket $SOCK, state under $W,
 # service $SVCT with an HTTP probe — and its three servers (append_servers).
