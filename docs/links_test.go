@@ -6,10 +6,12 @@
 package docs
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -74,20 +76,13 @@ func anchors(text string) map[string]bool {
 		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
 		s := slug(h)
 		if n := seen[s]; n > 0 {
-			out[s+"-"+itoa(n)] = true
+			out[s+"-"+strconv.Itoa(n)] = true
 		} else {
 			out[s] = true
 		}
 		seen[s]++
 	}
 	return out
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }
 
 func TestAnchorsNumberRepeats(t *testing.T) {
@@ -227,7 +222,7 @@ func sentences(text string, minLen int) []string {
 func repeats(pages map[string]string, minLen int) []string {
 	where := map[string][]string{}
 	var order []string
-	for _, p := range sortedKeys(pages) {
+	for _, p := range slices.Sorted(maps.Keys(pages)) {
 		for _, s := range sentences(pages[p], minLen) {
 			if len(where[s]) == 0 {
 				order = append(order, s)
@@ -243,15 +238,6 @@ func repeats(pages map[string]string, minLen int) []string {
 			out = append(out, s[:min(len(s), 80)]+"… ("+strings.Join(where[s], ", ")+")")
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 
