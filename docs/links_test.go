@@ -24,11 +24,20 @@ var link = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 // htmlAnchor is an anchor a page sets by hand.
 var htmlAnchor = regexp.MustCompile(`<a\s+(?:name|id)="([^"]+)"`)
 
+// Patterns of slug and sentences: a link (its text kept), a fenced code
+// block, a heading line, a sentence's end.
+var (
+	linkText    = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	codeBlock   = regexp.MustCompile("(?s)```.*?```")
+	headingLine = regexp.MustCompile(`(?m)^#.*$`)
+	sentenceEnd = regexp.MustCompile(`[.!?] `)
+)
+
 // slug is the anchor GitHub gives a heading's text: lower case, inline code
 // marks and link targets dropped, every character but letters, digits,
 // spaces, hyphens and underscores removed, spaces made hyphens.
 func slug(heading string) string {
-	heading = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`).ReplaceAllString(heading, "$1")
+	heading = linkText.ReplaceAllString(heading, "$1")
 	var b strings.Builder
 	for _, r := range strings.ToLower(heading) {
 		switch {
@@ -205,11 +214,11 @@ func TestDocsLinks(t *testing.T) {
 // sentences are a page's sentences of at least minLen characters, outside
 // code blocks and headings, with white space folded.
 func sentences(text string, minLen int) []string {
-	text = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(text, "")
-	text = regexp.MustCompile(`(?m)^#.*$`).ReplaceAllString(text, "") // headings
+	text = codeBlock.ReplaceAllString(text, "")
+	text = headingLine.ReplaceAllString(text, "")
 	text = strings.Join(strings.Fields(text), " ")
 	var out []string
-	for _, s := range regexp.MustCompile(`[.!?] `).Split(text, -1) {
+	for _, s := range sentenceEnd.Split(text, -1) {
 		if len(s) >= minLen {
 			out = append(out, s)
 		}
