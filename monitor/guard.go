@@ -194,9 +194,12 @@ func (b *connBudget) allows(now time.Time, pilingUp bool) bool {
 // that costs under 1/spacing of a check period needs no spacing (the
 // guard reads at most once a check).
 func (b *connBudget) spend(now time.Time, took, check time.Duration, pilingUp bool) {
-	k := kindIndex(pilingUp)
+	k, factor := kindIndex(pilingUp), time.Duration(connSpacingOthers)
+	if pilingUp {
+		factor = connSpacingPilingUp
+	}
 	b.next[k] = time.Time{}
-	if gap := connSpacing[k] * took; gap > check {
+	if gap := factor * took; gap > check {
 		b.next[k] = now.Add(gap)
 	}
 }
@@ -208,8 +211,8 @@ func kindIndex(pilingUp bool) int {
 	return 0
 }
 
-// connSpacing is each kind's spacing factor: [0] the others, [1] piling up.
-var connSpacing = [2]time.Duration{50, 20}
+// The spacing factors of the two kinds of read (connBudget).
+const connSpacingOthers, connSpacingPilingUp = 50, 20
 
 // readConns reads the connection table's entries of the suspect
 // destinations, or returns nil: none suspect, a table that cannot read
