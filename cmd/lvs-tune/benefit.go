@@ -41,9 +41,6 @@ not be replayed (too few cycles, more than -max-requests), or the textfile not w
 command-line mistake
 `
 
-// now is the clock -until defaults to (tests set it).
-var now = time.Now
-
 func runBenefit(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("lvs-tune benefit", flag.ContinueOnError)
 	configPath := fs.String("config", defaultConfig, "lvs-monitor's configuration `FILE`, for its state_dir (only that key is read)")
@@ -85,7 +82,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 	var end time.Time
 	switch *until {
 	case "now":
-		end = now()
+		end = time.Now()
 	case "last":
 	default:
 		if end, err = time.Parse(time.RFC3339, *until); err != nil {
@@ -166,7 +163,7 @@ func runBenefit(args []string, stdout, stderr io.Writer) error {
 		results = append(results, res)
 	}
 	if *textfile != "" && len(results) > 0 {
-		if err := writeBenefitTextfile(*textfile, results, now()); err != nil {
+		if err := writeBenefitTextfile(*textfile, results, time.Now()); err != nil {
 			return fmt.Errorf("-textfile: %w", err)
 		}
 		fmt.Fprintf(stdout, "\nmetrics written to %s\n", *textfile)
