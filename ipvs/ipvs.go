@@ -1,7 +1,8 @@
 // Package ipvs owns every conversation with the Linux IPVS table.
 //
 // It offers one narrow interface, Table, with two implementations: Kernel,
-// which talks to the kernel over generic netlink through github.com/moby/ipvs,
+// which talks to the kernel over generic netlink (through github.com/moby/ipvs
+// and, for destination reads and weight writes, on a socket of its own),
 // and Mem, an in-memory table for unit tests, the demo and the simulator.
 // Both behave the same way and are exercised by the same tests (the
 // conformance suite; the kernel run needs LVS_KERNEL_TEST=1 and a VM, see
@@ -24,8 +25,9 @@ import (
 )
 
 // MaxWeight is the largest weight this package writes. The kernel stores a
-// signed 32-bit weight, but github.com/moby/ipvs reads it back through a
-// 16-bit field, so larger values would be misread; they are refused.
+// signed 32-bit weight, but ipvsadm takes at most 65535 and
+// github.com/moby/ipvs reads a weight back through a 16-bit field, so larger
+// values are refused.
 const MaxWeight = 65535
 
 // Errors returned by Table implementations. Callers test them with errors.Is.

@@ -17,7 +17,9 @@ import (
 )
 
 // Kernel is the Linux IPVS table of one network namespace, reached over
-// generic netlink through github.com/moby/ipvs. It implements Admin.
+// generic netlink: services, additions and removals through
+// github.com/moby/ipvs, destination dumps and weight writes on a socket of
+// its own (kernel_dests.go says why). It implements Admin.
 //
 // A moby/ipvs handle is not safe for concurrent use (a reply can be read by
 // the wrong caller, and a caller can then wait forever), so Kernel owns one
@@ -29,11 +31,17 @@ type Kernel struct {
 	// netns is the namespace's path, "" for the caller's: the connection
 	// table is read from /proc/net only in the caller's (ConnStates).
 	netns string
-	// family is the generic netlink family id of IPVS, and genl a socket
-	// of Kernel's own for what moby/ipvs does not read (PersistConns),
-	// opened on first use; nil once closed.
+	// family is the generic netlink family id of IPVS, and genl the socket
+	// of Kernel's own reads and writes, opened on first use; nil once
+	// closed.
 	family uint16
 	genl   *nl.SocketHandle
+	// Scratch of SetWeights, reused under mu: the dump, its index by
+	// address, the writes and their messages.
+	dumped []kernelDest
+	index  map[netip.AddrPort]int
+	writes []kernelDest
+	setBuf []byte
 }
 
 var _ Admin = (*Kernel)(nil)
@@ -186,24 +194,20 @@ func (k *Kernel) Destinations(svc ServiceKey) ([]Destination, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	ms, err := h.GetDestinations(mobyService(key))
+	k.dumped, err = k.dumpDests(key, k.dumped)
 	if err != nil {
 		return nil, kernelErr(op, err)
 	}
-	if len(ms) == 0 {
+	if len(k.dumped) == 0 {
 		// The kernel answers a destination dump of a missing service
 		// with an empty list, not an error: ask for the service itself.
 		if err := serviceExists(h, key); err != nil {
 			return nil, kernelErr(op, err)
 		}
 	}
-	out := make([]Destination, 0, len(ms))
-	for _, m := range ms {
-		d, err := destFromMoby(m)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		out = append(out, d)
+	out := make([]Destination, len(k.dumped))
+	for i, d := range k.dumped {
+		out[i] = d.Destination
 	}
 	return out, nil
 }
@@ -218,11 +222,13 @@ func (k *Kernel) SetWeight(svc ServiceKey, dst netip.AddrPort, from, to int) err
 // see Table.
 //
 // Under the lock it dumps the service's destinations once, compares each
-// change's weight with the dump, and writes back the destination object the
-// kernel returned with only Weight changed: IPVS_CMD_SET_DEST replaces
-// forwarding method and thresholds too, so writing a freshly built object
-// would reset them. When from == to nothing is written, since every
-// destination edit restarts the scheduler's round (wrr).
+// change's weight with the dump, and writes back every setting the kernel
+// dumped with only the weight changed: IPVS_CMD_SET_DEST replaces
+// forwarding method, thresholds and tunnel settings too, so writing a
+// freshly built destination would reset them. When from == to nothing is
+// written, since every destination edit restarts the scheduler's round
+// (wrr). A later change of the same destination in one call compares with
+// the earlier one's weight.
 func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 	errs := make([]error, len(changes))
 	if len(changes) == 0 {
@@ -271,27 +277,29 @@ func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 	if err != nil {
 		return failPending(func(c WeightChange) error { return fmt.Errorf("%s: %w", op(c), err) })
 	}
-	ms := mobyService(key)
-	dests, err := h.GetDestinations(ms)
+	k.dumped, err = k.dumpDests(key, k.dumped)
 	if err != nil {
 		return failPending(func(c WeightChange) error { return kernelErr(op(c), err) })
 	}
-	byAddr := make(map[netip.AddrPort]*mobyipvs.Destination, len(dests))
-	for _, m := range dests {
-		if a, ok := addrPortFromMoby(m.Address, m.Port); ok {
-			byAddr[a] = m
-		}
+	if k.index == nil {
+		k.index = make(map[netip.AddrPort]int, len(k.dumped))
+	}
+	clear(k.index)
+	for i, d := range k.dumped {
+		k.index[d.Addr] = i
 	}
 	// The kernel dumps a missing service as an empty list; whether the
 	// service exists is asked once, for the first destination not found.
 	var svcErr error
 	svcChecked := false
+	writes := k.writes[:0]
+	writeOf := make([]int, 0, pending) // the change each write is for
 	for i, c := range changes {
 		if errs[i] != nil {
 			continue
 		}
-		cur := byAddr[addrs[i]]
-		if cur == nil {
+		j, ok := k.index[addrs[i]]
+		if !ok {
 			if !svcChecked {
 				svcErr, svcChecked = serviceExists(h, key), true
 			}
@@ -302,6 +310,7 @@ func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 			}
 			continue
 		}
+		cur := &k.dumped[j]
 		if cur.Weight != c.From {
 			errs[i] = fmt.Errorf("%s: kernel holds weight %d, not %d: %w", op(c), cur.Weight, c.From, ErrWeightChanged)
 			continue
@@ -309,14 +318,19 @@ func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 		if c.From == c.To {
 			continue
 		}
-		upd := *cur
-		upd.Weight = c.To
-		if err := h.UpdateDestination(ms, &upd); err != nil {
-			errs[i] = kernelErr(op(c), err)
-			continue
+		cur.Weight = c.To
+		writes = append(writes, *cur)
+		writeOf = append(writeOf, i)
+	}
+	k.writes = writes
+	if len(writes) == 0 {
+		return errs
+	}
+	for w, err := range k.setDests(key, writes) {
+		if err != nil {
+			i := writeOf[w]
+			errs[i] = kernelErr(op(changes[i]), err)
 		}
-		// A later change of the same destination compares with this write.
-		byAddr[addrs[i]] = &upd
 	}
 	return errs
 }
@@ -467,21 +481,6 @@ func keyFromMoby(m *mobyipvs.Service) (ServiceKey, error) {
 		return ServiceKey{}, fmt.Errorf("kernel service with unreadable address %v (family %d)", m.Address, m.AddressFamily)
 	}
 	return ServiceKey{Protocol: Protocol(m.Protocol), Addr: ap}, nil
-}
-
-// destFromMoby converts a destination read from the kernel.
-func destFromMoby(m *mobyipvs.Destination) (Destination, error) {
-	ap, ok := addrPortFromMoby(m.Address, m.Port)
-	if !ok {
-		return Destination{}, fmt.Errorf("kernel destination with unreadable address %v (family %d)", m.Address, m.AddressFamily)
-	}
-	return Destination{
-		Addr:          ap,
-		Weight:        m.Weight,
-		ActiveConns:   m.ActiveConnections,
-		InactiveConns: m.InactiveConnections,
-		Connections:   m.Stats.Connections,
-	}, nil
 }
 
 // addrPortFromMoby converts a net.IP (4 or 16 bytes) to a canonical

@@ -1,0 +1,467 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Kernel reads and writes destinations itself, on its own generic netlink
+// socket, rather than through moby/ipvs, for three reasons:
+//   - moby/ipvs's write sends only address, port, forwarding method,
+//     weight and thresholds, and IPVS_CMD_SET_DEST resets what is not sent:
+//     a tunnel destination's type, port and flags (Linux 5.3 on) went back
+//     to IPIP, port 0, and a destination of another family than its
+//     service's became unreachable. A write here sends back every setting
+//     the dump showed, with only the weight changed.
+//   - moby/ipvs allocates every attribute of every destination of a dump
+//     (about 2.7 KB a destination); the cycle reads each service once and
+//     writes each service's changes after a second, compare-and-set, dump.
+//   - moby/ipvs waits for an acknowledgement after every write; here up to
+//     setBatch writes go to the kernel in one sendmsg, and only the last asks
+//     for an acknowledgement (the kernel answers a failed one regardless).
+//
+// It also reads IPVS_DEST_ATTR_PERSIST_CONNS, the persistence templates,
+// which moby/ipvs reads past (Persistence). Numbers are from linux/ip_vs.h.
+const (
+	ipvsCmdSetDest  = 6 // IPVS_CMD_SET_DEST
+	ipvsGenlVersion = 1 // IPVS_GENL_VERSION
+	ipvsCmdGetDest  = 8 // IPVS_CMD_GET_DEST
+
+	ipvsCmdAttrService = 1 // IPVS_CMD_ATTR_SERVICE, nested
+	ipvsCmdAttrDest    = 2 // IPVS_CMD_ATTR_DEST, nested
+
+	ipvsSvcAttrAF       = 1 // u16
+	ipvsSvcAttrProtocol = 2 // u16
+	ipvsSvcAttrAddr     = 3 // 4 or 16 bytes
+	ipvsSvcAttrPort     = 4 // u16, network order
+	ipvsSvcAttrFWMark   = 5 // u32
+
+	ipvsDestAttrAddr         = 1  // 16 bytes (union nf_inet_addr)
+	ipvsDestAttrPort         = 2  // u16, network order
+	ipvsDestAttrPersistConns = 9  // u32
+	ipvsDestAttrAddrFamily   = 11 // u16; absent before Linux 4.4: the service's family
+)
+
+// nlaTypeMask clears an attribute type's nested and byte-order flags.
+const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+
+// genlTimeout bounds one send and one receive on Kernel's own socket, so
+// that a lost reply is an error and not a wait forever.
+var genlTimeout = unix.Timeval{Sec: 10}
+
+const (
+	ipvsDestAttrFwdMethod   = 3  // u32
+	ipvsDestAttrWeight      = 4  // u32 (the kernel's int)
+	ipvsDestAttrUThresh     = 5  // u32
+	ipvsDestAttrLThresh     = 6  // u32
+	ipvsDestAttrActiveConns = 7  // u32
+	ipvsDestAttrInactConns  = 8  // u32
+	ipvsDestAttrStats       = 10 // nested IPVS_STATS_ATTR_*
+	ipvsDestAttrTunType     = 13 // u8, Linux 5.3 on
+	ipvsDestAttrTunPort     = 14 // u16, network order
+	ipvsDestAttrTunFlags    = 15 // u16
+
+	ipvsStatsAttrConns = 1 // u32, connections scheduled (wraps)
+)
+
+// setBatch is how many weight writes go to the kernel in one sendmsg. The
+// kernel queues an error reply of about a kilobyte (the request echoed, the
+// socket buffer's overhead) for each write that fails; 64 of them stay well
+// inside the default 208 KiB receive buffer, so no failure can be dropped.
+const setBatch = 64
+
+// kernelDest is one destination as the kernel dumps it: what Destination
+// shows, and the settings a weight write must send back unchanged.
+type kernelDest struct {
+	Destination
+	// family is IPVS_DEST_ATTR_ADDR_FAMILY, or the service's when the
+	// kernel does not send it (before Linux 4.4).
+	family     uint16
+	sentFamily bool
+	fwd        uint32
+	upper      uint32
+	lower      uint32
+	// The tunnel settings, sent back only when the kernel dumped them.
+	tunType          uint8
+	tunPort          uint16 // host order
+	tunFlags         uint16
+	haveTun          bool
+	persistTemplates int // -1 when the kernel did not send the count
+}
+
+// eachAttr calls fn with each netlink attribute in b (its type without the
+// nested and byte-order flags, and its value). An attribute whose length
+// runs past b is an error.
+func eachAttr(b []byte, fn func(typ uint16, val []byte)) error {
+	ne := nl.NativeEndian()
+	for len(b) >= unix.SizeofNlAttr {
+		n := int(ne.Uint16(b[0:2]))
+		if n < unix.SizeofNlAttr || n > len(b) {
+			return fmt.Errorf("netlink attribute of length %d in %d bytes", n, len(b))
+		}
+		fn(ne.Uint16(b[2:4])&nlaTypeMask, b[unix.SizeofNlAttr:n])
+		n = nlaAlign(n)
+		if n >= len(b) {
+			return nil
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func nlaAlign(n int) int { return (n + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }
+
+// parseKernelDest reads one message of a destination dump (its generic netlink
+// header and attributes). svcFam is the service's family, for a kernel that
+// does not send the destination's. Every attribute the kernel has always
+// sent (address, port, forwarding method, weight, thresholds, connection
+// counts, statistics) must be there: a missing one is an error, not a zero,
+// so that no weight is compared or written from a partial reading.
+func parseKernelDest(msg []byte, svcFam Family) (kernelDest, error) {
+	d := kernelDest{persistTemplates: -1}
+	if len(msg) < nl.SizeofGenlmsg {
+		return d, fmt.Errorf("destination message of %d bytes", len(msg))
+	}
+	var dest []byte
+	if err := eachAttr(msg[nl.SizeofGenlmsg:], func(typ uint16, val []byte) {
+		if typ == ipvsCmdAttrDest {
+			dest = val
+		}
+	}); err != nil {
+		return d, fmt.Errorf("destination message: %w", err)
+	}
+	if dest == nil {
+		return d, errors.New("destination message without IPVS_CMD_ATTR_DEST")
+	}
+	ne := nl.NativeEndian()
+	const (
+		haveAddr = 1 << iota
+		havePort
+		haveFwd
+		haveWeight
+		haveUpper
+		haveLower
+		haveActive
+		haveInact
+		haveConns
+		haveAll = 1<<iota - 1
+	)
+	var addr []byte
+	have := 0
+	var tunSeen int
+	u32 := func(val []byte, bit int) uint32 {
+		if len(val) != 4 {
+			return 0
+		}
+		have |= bit
+		return ne.Uint32(val)
+	}
+	err := eachAttr(dest, func(typ uint16, val []byte) {
+		switch typ {
+		case ipvsDestAttrAddr:
+			addr, have = val, have|haveAddr
+		case ipvsDestAttrPort:
+			if len(val) == 2 {
+				d.Addr, have = netip.AddrPortFrom(netip.Addr{}, binary.BigEndian.Uint16(val)), have|havePort
+			}
+		case ipvsDestAttrAddrFamily:
+			if len(val) == 2 {
+				d.family, d.sentFamily = ne.Uint16(val), true
+			}
+		case ipvsDestAttrFwdMethod:
+			d.fwd = u32(val, haveFwd)
+		case ipvsDestAttrWeight:
+			d.Weight = int(int32(u32(val, haveWeight)))
+		case ipvsDestAttrUThresh:
+			d.upper = u32(val, haveUpper)
+		case ipvsDestAttrLThresh:
+			d.lower = u32(val, haveLower)
+		case ipvsDestAttrActiveConns:
+			d.ActiveConns = int(u32(val, haveActive))
+		case ipvsDestAttrInactConns:
+			d.InactiveConns = int(u32(val, haveInact))
+		case ipvsDestAttrPersistConns:
+			if len(val) == 4 {
+				d.persistTemplates = int(ne.Uint32(val))
+			}
+		case ipvsDestAttrStats:
+			_ = eachAttr(val, func(st uint16, sv []byte) {
+				if st == ipvsStatsAttrConns {
+					d.Connections = u32(sv, haveConns)
+				}
+			})
+		case ipvsDestAttrTunType:
+			if len(val) >= 1 {
+				d.tunType, tunSeen = val[0], tunSeen+1
+			}
+		case ipvsDestAttrTunPort:
+			if len(val) == 2 {
+				d.tunPort, tunSeen = binary.BigEndian.Uint16(val), tunSeen+1
+			}
+		case ipvsDestAttrTunFlags:
+			if len(val) == 2 {
+				d.tunFlags, tunSeen = ne.Uint16(val), tunSeen+1
+			}
+		}
+	})
+	if err != nil {
+		return d, fmt.Errorf("destination attributes: %w", err)
+	}
+	if !d.sentFamily {
+		d.family = uint16(svcFam)
+	}
+	var ip netip.Addr
+	switch {
+	case Family(d.family) == IPv4 && len(addr) >= 4:
+		ip = netip.AddrFrom4([4]byte(addr[:4]))
+	case Family(d.family) == IPv6 && len(addr) == 16:
+		ip = netip.AddrFrom16([16]byte(addr))
+	default:
+		return d, fmt.Errorf("destination address of %d bytes in family %d", len(addr), d.family)
+	}
+	d.Addr = netip.AddrPortFrom(ip, d.Addr.Port())
+	if have != haveAll {
+		return d, fmt.Errorf("destination %s without some of its settings or counts (attributes seen: %09b of %09b)", ip, have, haveAll)
+	}
+	switch {
+	case d.Weight < 0:
+		return d, fmt.Errorf("destination %s with weight %d", ip, d.Weight)
+	case tunSeen == 3:
+		d.haveTun = true
+	case tunSeen != 0:
+		return d, fmt.Errorf("destination %s with %d of its 3 tunnel settings", ip, tunSeen)
+	}
+	return d, nil
+}
+
+// dumpDests reads key's destinations with a destination dump on Kernel's
+// own socket, appending them to into[:0]. The caller holds k.mu. A missing
+// service dumps as an empty list.
+func (k *Kernel) dumpDests(key ServiceKey, into []kernelDest) ([]kernelDest, error) {
+	out := into[:0]
+	sock, err := k.genlSocket()
+	if err != nil {
+		return out, err
+	}
+	req := nl.NewNetlinkRequest(int(k.family), unix.NLM_F_DUMP)
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_GENERIC: sock}
+	req.AddData(&nl.Genlmsg{Command: ipvsCmdGetDest, Version: ipvsGenlVersion})
+	req.AddData(serviceAttr(key))
+	var parseErr error
+	fam := serviceFamily(key)
+	err = req.ExecuteIter(unix.NETLINK_GENERIC, k.family, func(msg []byte) bool {
+		d, err := parseKernelDest(msg, fam)
+		if err != nil {
+			parseErr = err
+			return false
+		}
+		out = append(out, d)
+		return true
+	})
+	if err != nil {
+		return out[:0], err
+	}
+	if parseErr != nil {
+		return out[:0], parseErr
+	}
+	return out, nil
+}
+
+// appendSetDest appends to buf one IPVS_CMD_SET_DEST message that writes d
+// (every setting as dumped, the weight d.Weight) in the service whose
+// IPVS_CMD_ATTR_SERVICE attribute is svcAttr. family is IPVS's generic
+// netlink id; ack asks the kernel to acknowledge success too.
+func appendSetDest(buf []byte, family uint16, seq uint32, ack bool, svcAttr []byte, d kernelDest) []byte {
+	ne := binary.NativeEndian
+	start := len(buf)
+	flags := uint16(unix.NLM_F_REQUEST)
+	if ack {
+		flags |= unix.NLM_F_ACK
+	}
+	buf = ne.AppendUint32(buf, 0) // length, set below
+	buf = ne.AppendUint16(buf, family)
+	buf = ne.AppendUint16(buf, flags)
+	buf = ne.AppendUint32(buf, seq)
+	buf = ne.AppendUint32(buf, 0) // to the kernel
+	buf = append(buf, ipvsCmdSetDest, ipvsGenlVersion, 0, 0)
+	buf = append(buf, svcAttr...)
+
+	attr := func(typ uint16, val ...byte) {
+		buf = ne.AppendUint16(buf, uint16(unix.SizeofNlAttr+len(val)))
+		buf = ne.AppendUint16(buf, typ)
+		buf = append(buf, val...)
+		for len(buf)%unix.NLA_ALIGNTO != 0 {
+			buf = append(buf, 0)
+		}
+	}
+	u32 := func(typ uint16, v uint32) { attr(typ, ne.AppendUint32(nil, v)...) }
+	nest := len(buf)
+	buf = append(buf, 0, 0, 0, 0) // IPVS_CMD_ATTR_DEST's header, set below
+	if a := d.Addr.Addr(); a.Is4() {
+		b := a.As4()
+		attr(ipvsDestAttrAddr, b[:]...)
+	} else {
+		b := a.As16()
+		attr(ipvsDestAttrAddr, b[:]...)
+	}
+	attr(ipvsDestAttrPort, byte(d.Addr.Port()>>8), byte(d.Addr.Port()))
+	if d.sentFamily {
+		attr(ipvsDestAttrAddrFamily, ne.AppendUint16(nil, d.family)...)
+	}
+	u32(ipvsDestAttrFwdMethod, d.fwd)
+	u32(ipvsDestAttrWeight, uint32(d.Weight))
+	u32(ipvsDestAttrUThresh, d.upper)
+	u32(ipvsDestAttrLThresh, d.lower)
+	if d.haveTun {
+		attr(ipvsDestAttrTunType, d.tunType)
+		attr(ipvsDestAttrTunPort, byte(d.tunPort>>8), byte(d.tunPort))
+		attr(ipvsDestAttrTunFlags, ne.AppendUint16(nil, d.tunFlags)...)
+	}
+	ne.PutUint16(buf[nest:], uint16(len(buf)-nest))
+	ne.PutUint16(buf[nest+2:], ipvsCmdAttrDest)
+	ne.PutUint32(buf[start:], uint32(len(buf)-start))
+	return buf
+}
+
+// ackErrno reads a netlink error message's payload: the errno it carries
+// (0 for an acknowledgement).
+func ackErrno(data []byte) (syscall.Errno, error) {
+	if len(data) < 4 {
+		return 0, fmt.Errorf("netlink error message of %d bytes", len(data))
+	}
+	return syscall.Errno(-int32(nl.NativeEndian().Uint32(data[:4]))), nil
+}
+
+// setDests writes ws, each with IPVS_CMD_SET_DEST, in the service key, up
+// to setBatch in one sendmsg, and returns each write's outcome: nil, the
+// kernel's errno, or, when the reply could not be read, that error for every
+// write of the batch not yet answered (whether the kernel made them is then
+// unknown; the next read of the table says). The caller holds k.mu.
+func (k *Kernel) setDests(key ServiceKey, ws []kernelDest) []error {
+	errs := make([]error, len(ws))
+	sock, err := k.genlSocket()
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	svcAttr := serviceAttr(key).Serialize()
+	for lo := 0; lo < len(ws); lo += setBatch {
+		hi := min(lo+setBatch, len(ws))
+		k.sendBatch(sock, svcAttr, ws[lo:hi], errs[lo:hi])
+	}
+	return errs
+}
+
+// sendBatch sends ws in one sendmsg and fills errs from the replies.
+func (k *Kernel) sendBatch(sock *nl.SocketHandle, svcAttr []byte, ws []kernelDest, errs []error) {
+	fail := func(err error) {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	// Sequence numbers come from the socket's counter, which ExecuteIter
+	// also takes, so a late reply to any earlier request is never read as
+	// one of these.
+	first := atomic.AddUint32(&sock.Seq, uint32(len(ws))) - uint32(len(ws)) + 1
+	buf := k.setBuf[:0]
+	for i, d := range ws {
+		buf = appendSetDest(buf, k.family, first+uint32(i), i == len(ws)-1, svcAttr, d)
+	}
+	k.setBuf = buf
+	if err := unix.Sendto(sock.Socket.GetFd(), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		fail(fmt.Errorf("send weight writes: %w", err))
+		return
+	}
+	last := first + uint32(len(ws)) - 1
+	pid, err := sock.Socket.GetPid()
+	if err != nil {
+		fail(fmt.Errorf("weight writes' replies: %w", err))
+		return
+	}
+	for {
+		msgs, from, err := sock.Socket.Receive()
+		if err != nil {
+			fail(fmt.Errorf("weight writes' replies: %w", err))
+			return
+		}
+		if from.Pid != nl.PidKernel {
+			continue
+		}
+		for _, m := range msgs {
+			if m.Header.Type != unix.NLMSG_ERROR || m.Header.Pid != pid || m.Header.Seq < first || m.Header.Seq > last {
+				continue
+			}
+			i := int(m.Header.Seq - first)
+			errno, err := ackErrno(m.Data)
+			if err != nil {
+				errs[i] = err
+			} else if errno != 0 {
+				errs[i] = errno
+			}
+			if m.Header.Seq == last {
+				// Replies come in request order: a write before the
+				// last without an error reply succeeded.
+				return
+			}
+		}
+	}
+}
+
+// genlSocket returns Kernel's generic netlink socket in its namespace,
+// opening it on first use; the caller holds k.mu.
+func (k *Kernel) genlSocket() (*nl.SocketHandle, error) {
+	if k.genl != nil {
+		return k.genl, nil
+	}
+	ns := netns.None()
+	if k.netns != "" {
+		var err error
+		if ns, err = netns.GetFromPath(k.netns); err != nil {
+			return nil, fmt.Errorf("open network namespace %s: %w", k.netns, err)
+		}
+		defer ns.Close()
+	}
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_GENERIC)
+	if err != nil {
+		return nil, fmt.Errorf("open generic netlink socket: %w", err)
+	}
+	if err := s.SetSendTimeout(&genlTimeout); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("generic netlink socket: %w", err)
+	}
+	if err := s.SetReceiveTimeout(&genlTimeout); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("generic netlink socket: %w", err)
+	}
+	k.genl = &nl.SocketHandle{Socket: s}
+	return k.genl, nil
+}
+
+// serviceAttr is the IPVS_CMD_ATTR_SERVICE that names a canonical key in
+// a request: the family and the mark, or the protocol, address and port.
+func serviceAttr(key ServiceKey) *nl.RtAttr {
+	a := nl.NewRtAttr(ipvsCmdAttrService, nil)
+	a.AddRtAttr(ipvsSvcAttrAF, nl.Uint16Attr(uint16(serviceFamily(key))))
+	if key.IsFWMark() {
+		a.AddRtAttr(ipvsSvcAttrFWMark, nl.Uint32Attr(key.FWMark))
+		return a
+	}
+	a.AddRtAttr(ipvsSvcAttrProtocol, nl.Uint16Attr(uint16(key.Protocol)))
+	a.AddRtAttr(ipvsSvcAttrAddr, key.Addr.Addr().AsSlice())
+	a.AddRtAttr(ipvsSvcAttrPort, nl.BEUint16Attr(key.Addr.Port()))
+	return a
+}
