@@ -42,6 +42,8 @@ type Kernel struct {
 	index  map[netip.AddrPort]int
 	writes []kernelDest
 	setBuf []byte
+	// recvBuf holds one datagram from Kernel's own socket.
+	recvBuf []byte
 }
 
 var _ Admin = (*Kernel)(nil)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -253,28 +254,133 @@ func (k *Kernel) dumpDests(key ServiceKey, into []kernelDest) ([]kernelDest, err
 	if err != nil {
 		return out, err
 	}
-	req := nl.NewNetlinkRequest(int(k.family), unix.NLM_F_DUMP)
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_GENERIC: sock}
-	req.AddData(&nl.Genlmsg{Command: ipvsCmdGetDest, Version: ipvsGenlVersion})
-	req.AddData(serviceAttr(key))
-	var parseErr error
+	seq := atomic.AddUint32(&sock.Seq, 1)
+	ne := binary.NativeEndian
+	req := k.setBuf[:0]
+	req = ne.AppendUint32(req, 0) // length, set below
+	req = ne.AppendUint16(req, k.family)
+	req = ne.AppendUint16(req, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	req = ne.AppendUint32(req, seq)
+	req = ne.AppendUint32(req, 0)
+	req = append(req, ipvsCmdGetDest, ipvsGenlVersion, 0, 0)
+	req = append(req, serviceAttr(key).Serialize()...)
+	ne.PutUint32(req, uint32(len(req)))
+	k.setBuf = req
 	fam := serviceFamily(key)
-	err = req.ExecuteIter(unix.NETLINK_GENERIC, k.family, func(msg []byte) bool {
-		d, err := parseKernelDest(msg, fam)
+	err = k.exchange(sock, req, seq, seq, func(h *unix.NlMsghdr, data []byte) (bool, error) {
+		switch {
+		case h.Flags&unix.NLM_F_DUMP_INTR != 0:
+			return true, errors.New("destination dump interrupted by a change of the table")
+		case h.Type == unix.NLMSG_DONE:
+			// A dump that fails late ends with its error in DONE.
+			if len(data) >= 4 {
+				if errno, _ := ackErrno(data); errno != 0 {
+					return true, errno
+				}
+			}
+			return true, nil
+		case h.Type == unix.NLMSG_ERROR:
+			errno, err := ackErrno(data)
+			if err != nil {
+				return true, err
+			}
+			if errno != 0 {
+				return true, errno
+			}
+			return true, nil
+		case h.Type != k.family:
+			return false, nil
+		}
+		d, err := parseKernelDest(data, fam)
 		if err != nil {
-			parseErr = err
-			return false
+			return true, err
 		}
 		out = append(out, d)
-		return true
+		return false, nil
 	})
 	if err != nil {
 		return out[:0], err
 	}
-	if parseErr != nil {
-		return out[:0], parseErr
-	}
 	return out, nil
+}
+
+// recvBufSize holds the largest datagram the kernel sends on a netlink
+// socket: a dump's part is at most 32 KiB.
+const recvBufSize = 64 << 10
+
+// exchange sends req (one or more netlink messages) on sock and reads the
+// replies into Kernel's receive buffer, handing fn each message from the
+// kernel to this socket whose sequence number is in [first, last] (its
+// header, and its payload, valid only during the call), until fn says it is
+// done or returns an error. Other messages (late replies to an earlier
+// request that timed out) are skipped. Send and receive wait at most
+// genlTimeout. The caller holds k.mu.
+func (k *Kernel) exchange(sock *nl.SocketHandle, req []byte, first, last uint32, fn func(h *unix.NlMsghdr, data []byte) (bool, error)) error {
+	fd := sock.Socket.GetFd()
+	if err := k.wait(fd, unix.POLLOUT, func() error {
+		return unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	}); err != nil {
+		return fmt.Errorf("netlink send: %w", err)
+	}
+	pid, err := sock.Socket.GetPid()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	if len(k.recvBuf) < recvBufSize {
+		k.recvBuf = make([]byte, recvBufSize)
+	}
+	for {
+		var n, flags int
+		var from unix.Sockaddr
+		if err := k.wait(fd, unix.POLLIN, func() (err error) {
+			n, _, flags, from, err = unix.Recvmsg(fd, k.recvBuf, nil, 0)
+			return err
+		}); err != nil {
+			return fmt.Errorf("netlink receive: %w", err)
+		}
+		if flags&unix.MSG_TRUNC != 0 {
+			return fmt.Errorf("netlink receive: a reply longer than %d bytes", len(k.recvBuf))
+		}
+		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != nl.PidKernel {
+			continue
+		}
+		b := k.recvBuf[:n]
+		for len(b) >= unix.NLMSG_HDRLEN {
+			h := (*unix.NlMsghdr)(unsafe.Pointer(&b[0]))
+			if h.Len < unix.NLMSG_HDRLEN || int(h.Len) > len(b) {
+				return fmt.Errorf("netlink reply: a message of %d bytes in %d", h.Len, len(b))
+			}
+			if h.Pid == pid && h.Seq >= first && h.Seq <= last {
+				done, err := fn(h, b[unix.NLMSG_HDRLEN:h.Len])
+				if err != nil || done {
+					return err
+				}
+			}
+			b = b[min(nlmAlign(int(h.Len)), len(b)):]
+		}
+	}
+}
+
+func nlmAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
+
+// wait runs op on the non-blocking fd until it does not answer EAGAIN,
+// polling for events in between; after genlTimeout it gives up.
+func (k *Kernel) wait(fd int, events int16, op func() error) error {
+	for {
+		err := op()
+		if err != unix.EAGAIN && err != unix.EINTR {
+			return err
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
+		n, err := unix.Poll(pfd, int(genlTimeout.Sec*1000))
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return err
+		case n == 0:
+			return fmt.Errorf("no answer in %d s: %w", genlTimeout.Sec, unix.ETIMEDOUT)
+		}
+	}
 }
 
 // appendSetDest appends to buf one IPVS_CMD_SET_DEST message that writes d
@@ -373,8 +479,8 @@ func (k *Kernel) sendBatch(sock *nl.SocketHandle, svcAttr []byte, ws []kernelDes
 			}
 		}
 	}
-	// Sequence numbers come from the socket's counter, which ExecuteIter
-	// also takes, so a late reply to any earlier request is never read as
+	// Sequence numbers come from the socket's counter, which every request
+	// on it takes, so a late reply to an earlier request is never read as
 	// one of these.
 	first := atomic.AddUint32(&sock.Seq, uint32(len(ws))) - uint32(len(ws)) + 1
 	buf := k.setBuf[:0]
@@ -382,42 +488,24 @@ func (k *Kernel) sendBatch(sock *nl.SocketHandle, svcAttr []byte, ws []kernelDes
 		buf = appendSetDest(buf, k.family, first+uint32(i), i == len(ws)-1, svcAttr, d)
 	}
 	k.setBuf = buf
-	if err := unix.Sendto(sock.Socket.GetFd(), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		fail(fmt.Errorf("send weight writes: %w", err))
-		return
-	}
 	last := first + uint32(len(ws)) - 1
-	pid, err := sock.Socket.GetPid()
-	if err != nil {
-		fail(fmt.Errorf("weight writes' replies: %w", err))
-		return
-	}
-	for {
-		msgs, from, err := sock.Socket.Receive()
+	err := k.exchange(sock, buf, first, last, func(h *unix.NlMsghdr, data []byte) (bool, error) {
+		if h.Type != unix.NLMSG_ERROR {
+			return false, nil
+		}
+		i := int(h.Seq - first)
+		errno, err := ackErrno(data)
 		if err != nil {
-			fail(fmt.Errorf("weight writes' replies: %w", err))
-			return
+			errs[i] = err
+		} else if errno != 0 {
+			errs[i] = errno
 		}
-		if from.Pid != nl.PidKernel {
-			continue
-		}
-		for _, m := range msgs {
-			if m.Header.Type != unix.NLMSG_ERROR || m.Header.Pid != pid || m.Header.Seq < first || m.Header.Seq > last {
-				continue
-			}
-			i := int(m.Header.Seq - first)
-			errno, err := ackErrno(m.Data)
-			if err != nil {
-				errs[i] = err
-			} else if errno != 0 {
-				errs[i] = errno
-			}
-			if m.Header.Seq == last {
-				// Replies come in request order: a write before the
-				// last without an error reply succeeded.
-				return
-			}
-		}
+		// Replies come in request order: a write before the last
+		// without an error reply succeeded.
+		return h.Seq == last, nil
+	})
+	if err != nil {
+		fail(fmt.Errorf("weight writes: %w", err))
 	}
 }
 
