@@ -266,42 +266,62 @@ func (k *Kernel) dumpDests(key ServiceKey, into []kernelDest) ([]kernelDest, err
 	req = append(req, serviceAttr(key).Serialize()...)
 	ne.PutUint32(req, uint32(len(req)))
 	k.setBuf = req
-	fam := serviceFamily(key)
-	err = k.exchange(sock, req, seq, seq, func(h *unix.NlMsghdr, data []byte) (bool, error) {
-		switch {
-		case h.Flags&unix.NLM_F_DUMP_INTR != 0:
-			return true, errors.New("destination dump interrupted by a change of the table")
-		case h.Type == unix.NLMSG_DONE:
-			// A dump that fails late ends with its error in DONE.
-			if len(data) >= 4 {
-				if errno, _ := ackErrno(data); errno != 0 {
-					return true, errno
-				}
-			}
-			return true, nil
-		case h.Type == unix.NLMSG_ERROR:
-			errno, err := ackErrno(data)
-			if err != nil {
-				return true, err
-			}
-			if errno != 0 {
+	dr := destDump{family: k.family, svcFam: serviceFamily(key), out: out}
+	if err := k.exchange(sock, req, seq, seq, dr.next); err != nil {
+		return out[:0], err
+	}
+	if dr.err != nil {
+		return out[:0], dr.err
+	}
+	return dr.out, nil
+}
+
+// destDump collects the messages of one destination dump. A message it
+// cannot read, or a dump the kernel marks interrupted, is remembered, and
+// the rest of the dump is still read to its end: a dump left half-read
+// keeps the socket's dump running, and the kernel refuses the socket's next
+// dump (EBUSY) until it is read out.
+type destDump struct {
+	family uint16 // IPVS's generic netlink id
+	svcFam Family
+	out    []kernelDest
+	err    error // the first message not read
+}
+
+// next takes one message of the dump; it is done at the dump's end.
+func (dr *destDump) next(h *unix.NlMsghdr, data []byte) (bool, error) {
+	if h.Flags&unix.NLM_F_DUMP_INTR != 0 && dr.err == nil {
+		dr.err = errors.New("destination dump interrupted by a change of the table")
+	}
+	switch {
+	case h.Type == unix.NLMSG_DONE:
+		// A dump that fails late ends with its error in DONE.
+		if len(data) >= 4 {
+			if errno, _ := ackErrno(data); errno != 0 {
 				return true, errno
 			}
-			return true, nil
-		case h.Type != k.family:
-			return false, nil
 		}
-		d, err := parseKernelDest(data, fam)
+		return true, nil
+	case h.Type == unix.NLMSG_ERROR:
+		// A refused dump: the only message there is.
+		errno, err := ackErrno(data)
 		if err != nil {
 			return true, err
 		}
-		out = append(out, d)
+		if errno != 0 {
+			return true, errno
+		}
+		return true, nil
+	case h.Type != dr.family || dr.err != nil:
 		return false, nil
-	})
-	if err != nil {
-		return out[:0], err
 	}
-	return out, nil
+	d, err := parseKernelDest(data, dr.svcFam)
+	if err != nil {
+		dr.err = err
+		return false, nil
+	}
+	dr.out = append(dr.out, d)
+	return false, nil
 }
 
 // recvBufSize holds the largest datagram the kernel sends on a netlink

@@ -87,7 +87,9 @@ func TestKernelSetWeightsBatches(t *testing.T) {
 	svc := mustKey(t, "192.0.2.10:80/tcp")
 	must(t, k.AddService(svc, "wlc"))
 	const n = 150
-	addr := func(i int) netip.AddrPort { return netip.MustParseAddrPort(fmt.Sprintf("10.2.%d.%d:80", i/200, 1+i%200)) }
+	addr := func(i int) netip.AddrPort {
+		return netip.MustParseAddrPort(fmt.Sprintf("10.2.%d.%d:80", i/200, 1+i%200))
+	}
 	for i := range n {
 		must(t, k.AddDestination(svc, addr(i), 1))
 	}

@@ -223,3 +223,64 @@ func TestAckErrno(t *testing.T) {
 		t.Error("a 1-byte error message was read")
 	}
 }
+
+// TestDestDumpReadsToTheEnd feeds a dump's messages to destDump by hand:
+// a message it cannot read, or one marked interrupted, makes the dump an
+// error, but every message up to DONE is still taken (a half-read dump
+// would make the kernel refuse the socket's next one); the kernel's
+// errors in DONE and in an error message end the dump with that errno.
+func TestDestDumpReadsToTheEnd(t *testing.T) {
+	const fam = 0x23
+	good := destMsg(dumped())
+	bad := destMsg(with(map[int][]byte{4: nil}))
+	done := binary.NativeEndian.AppendUint32(nil, 0)
+	msg := func(typ, flags uint16) *unix.NlMsghdr { return &unix.NlMsghdr{Type: typ, Flags: flags} }
+	type step struct {
+		h    *unix.NlMsghdr
+		data []byte
+	}
+	cases := []struct {
+		name    string
+		steps   []step
+		wantN   int    // destinations read
+		wantErr string // dr.err or the error that ends the dump
+		doneAt  int    // the step that ends the dump
+	}{
+		{"two destinations", []step{{msg(fam, unix.NLM_F_MULTI), good}, {msg(fam, unix.NLM_F_MULTI), good}, {msg(unix.NLMSG_DONE, unix.NLM_F_MULTI), done}}, 2, "", 2},
+		{"empty", []step{{msg(unix.NLMSG_DONE, unix.NLM_F_MULTI), done}}, 0, "", 0},
+		{"an unreadable message, read to the end", []step{{msg(fam, 0), good}, {msg(fam, 0), bad}, {msg(fam, 0), good}, {msg(unix.NLMSG_DONE, 0), done}}, 1, "without some of its settings", 3},
+		{"interrupted", []step{{msg(fam, 0), good}, {msg(fam, unix.NLM_F_DUMP_INTR), good}, {msg(unix.NLMSG_DONE, 0), done}}, 1, "interrupted", 2},
+		{"interrupted at DONE", []step{{msg(fam, 0), good}, {msg(unix.NLMSG_DONE, unix.NLM_F_DUMP_INTR), done}}, 1, "interrupted", 1},
+		{"another type skipped", []step{{msg(fam+1, 0), bad}, {msg(fam, 0), good}, {msg(unix.NLMSG_DONE, 0), done}}, 1, "", 2},
+		{"error in DONE", []step{{msg(fam, 0), good}, {msg(unix.NLMSG_DONE, 0), binary.NativeEndian.AppendUint32(nil, uint32(0xffffffff-unix.EINVAL+1))}}, 1, "invalid argument", 1},
+		{"refused", []step{{msg(unix.NLMSG_ERROR, 0), binary.NativeEndian.AppendUint32(nil, uint32(0xffffffff-unix.EPERM+1))}}, 0, "operation not permitted", 0},
+	}
+	for _, c := range cases {
+		dr := destDump{family: fam, svcFam: IPv4}
+		doneAt, doneErr := -1, error(nil)
+		for i, s := range c.steps {
+			done, err := dr.next(s.h, s.data)
+			if done {
+				doneAt, doneErr = i, err
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: step %d: error %v without the end", c.name, i, err)
+			}
+		}
+		if doneAt != c.doneAt {
+			t.Errorf("%s: done at step %d, want %d", c.name, doneAt, c.doneAt)
+		}
+		err := doneErr
+		if err == nil {
+			err = dr.err
+		}
+		switch {
+		case c.wantErr == "" && err != nil, c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
+		}
+		if len(dr.out) != c.wantN {
+			t.Errorf("%s: %d destinations read, want %d", c.name, len(dr.out), c.wantN)
+		}
+	}
+}
