@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
@@ -384,21 +385,24 @@ func (k *Kernel) exchange(sock *nl.SocketHandle, req []byte, first, last uint32,
 func nlmAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
 
 // wait runs op on the non-blocking fd until it does not answer EAGAIN,
-// polling for events in between; after genlTimeout it gives up.
+// polling for events in between; after genlTimeout in all it gives up.
 func (k *Kernel) wait(fd int, events int16, op func() error) error {
+	var deadline time.Time
 	for {
 		err := op()
 		if err != unix.EAGAIN && err != unix.EINTR {
 			return err
 		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
-		n, err := unix.Poll(pfd, int(genlTimeout.Sec*1000))
-		switch {
-		case err == unix.EINTR:
-		case err != nil:
-			return err
-		case n == 0:
+		if deadline.IsZero() {
+			deadline = time.Now().Add(time.Duration(genlTimeout.Nano()))
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
 			return fmt.Errorf("no answer in %d s: %w", genlTimeout.Sec, unix.ETIMEDOUT)
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
+		if _, err := unix.Poll(pfd, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
+			return err
 		}
 	}
 }

@@ -5,6 +5,7 @@ package ipvs
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -282,5 +283,47 @@ func TestDestDumpReadsToTheEnd(t *testing.T) {
 		if len(dr.out) != c.wantN {
 			t.Errorf("%s: %d destinations read, want %d", c.name, len(dr.out), c.wantN)
 		}
+	}
+}
+
+// TestWaitGivesUp runs wait on the read end of a non-blocking pipe, with
+// the timeout shortened: empty, or ready but with an op that keeps
+// answering EAGAIN, it gives up with ETIMEDOUT rather than waiting
+// forever; with something to read it returns the read.
+func TestWaitGivesUp(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	saved := genlTimeout
+	genlTimeout = unix.Timeval{Usec: 50_000}
+	defer func() { genlTimeout = saved }()
+	k := &Kernel{}
+	buf := make([]byte, 8)
+	calls := 0
+	read := func() error {
+		calls++
+		_, err := unix.Read(p[0], buf)
+		return err
+	}
+	if err := k.wait(p[0], unix.POLLIN, read); !errors.Is(err, unix.ETIMEDOUT) {
+		t.Fatalf("wait on an empty pipe: %v, want ETIMEDOUT", err)
+	}
+	if calls < 1 {
+		t.Fatalf("op called %d times", calls)
+	}
+	if _, err := unix.Write(p[1], []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// The fd polls ready at once, and op still answers EAGAIN: the bound
+	// is on the whole wait, not on each poll.
+	spins := 0
+	if err := k.wait(p[0], unix.POLLIN, func() error { spins++; return unix.EAGAIN }); !errors.Is(err, unix.ETIMEDOUT) || spins < 2 {
+		t.Fatalf("wait on an op that never succeeds: %v after %d calls, want ETIMEDOUT", err, spins)
+	}
+	if err := k.wait(p[0], unix.POLLIN, read); err != nil || buf[0] != 'x' {
+		t.Fatalf("wait with a byte to read: %v, read %q", err, buf[:1])
 	}
 }
