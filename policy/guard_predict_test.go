@@ -145,8 +145,9 @@ func guardRunSent(t *testing.T, predict bool, warm, sent int, peers, b []int) (a
 	return guardRunIn(t, Service{}, predict, warm, sent, peers, b)
 }
 
-// guardRunIn is guardRunSent for a service svc.
-func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, b []int) (at, to int) {
+// predictEngine is an engine with the guard's parameters, the prediction
+// on or off.
+func predictEngine(t *testing.T, predict bool) *Engine {
 	t.Helper()
 	p := guardParams()
 	p.Guard.Predict = predict
@@ -154,6 +155,13 @@ func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// guardRunIn is guardRunSent for a service svc.
+func guardRunIn(t *testing.T, svc Service, predict bool, warm, sent int, peers, b []int) (at, to int) {
+	t.Helper()
+	e := predictEngine(t, predict)
 	st := &ServiceState{}
 	states := []*ServerState{{}, {}, {}}
 	for k := range b {
@@ -375,12 +383,7 @@ func TestGuardPredictionTrace(t *testing.T) {
 // the check B was cut at (-1: never within 40) and the weight.
 func slowRamp(t *testing.T, predict bool) (at, to int) {
 	t.Helper()
-	p := guardParams()
-	p.Guard.Predict = predict
-	e, err := NewEngine(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := predictEngine(t, predict)
 	b := []int{0}
 	for k := 1; len(b) < 40; k++ {
 		v := b[k-1]
