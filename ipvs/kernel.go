@@ -34,8 +34,9 @@ type Kernel struct {
 	// family is the generic netlink family id of IPVS, and genl the socket
 	// of Kernel's own reads and writes, opened on first use; nil once
 	// closed.
-	family uint16
-	genl   *nl.SocketHandle
+	family  uint16
+	genl    *nl.SocketHandle
+	genlPid uint32 // genl's netlink port id
 	// Scratch of SetWeights, reused under mu: the dump, its index by
 	// address, the writes and their messages.
 	dumped []kernelDest

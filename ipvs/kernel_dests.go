@@ -59,7 +59,7 @@ const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 
 // genlTimeout bounds one send and one receive on Kernel's own socket, so
 // that a lost reply is an error and not a wait forever.
-var genlTimeout = unix.Timeval{Sec: 10}
+var genlTimeout = 10 * time.Second
 
 const (
 	ipvsDestAttrFwdMethod   = 3  // u32
@@ -104,6 +104,8 @@ type kernelDest struct {
 // eachAttr calls fn with each netlink attribute in b (its type without the
 // nested and byte-order flags, and its value). An attribute whose length
 // runs past b is an error.
+// (nl.ParseRouteAttr does the same into a new slice per call: two per
+// destination of every dump.)
 func eachAttr(b []byte, fn func(typ uint16, val []byte)) error {
 	ne := nl.NativeEndian()
 	for len(b) >= unix.SizeofNlAttr {
@@ -112,7 +114,7 @@ func eachAttr(b []byte, fn func(typ uint16, val []byte)) error {
 			return fmt.Errorf("netlink attribute of length %d in %d bytes", n, len(b))
 		}
 		fn(ne.Uint16(b[2:4])&nlaTypeMask, b[unix.SizeofNlAttr:n])
-		n = nlaAlign(n)
+		n = netlinkAlign(n)
 		if n >= len(b) {
 			return nil
 		}
@@ -121,7 +123,9 @@ func eachAttr(b []byte, fn func(typ uint16, val []byte)) error {
 	return nil
 }
 
-func nlaAlign(n int) int { return (n + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1) }
+// netlinkAlign rounds n up to netlink's 4-byte alignment (NLA_ALIGNTO and
+// NLMSG_ALIGNTO alike).
+func netlinkAlign(n int) int { return (n + 3) &^ 3 }
 
 // parseKernelDest reads one message of a destination dump (its generic netlink
 // header and attributes). svcFam is the service's family, for a kernel that
@@ -256,16 +260,9 @@ func (k *Kernel) dumpDests(key ServiceKey, into []kernelDest) ([]kernelDest, err
 		return out, err
 	}
 	seq := atomic.AddUint32(&sock.Seq, 1)
-	ne := binary.NativeEndian
-	req := k.setBuf[:0]
-	req = ne.AppendUint32(req, 0) // length, set below
-	req = ne.AppendUint16(req, k.family)
-	req = ne.AppendUint16(req, unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	req = ne.AppendUint32(req, seq)
-	req = ne.AppendUint32(req, 0)
-	req = append(req, ipvsCmdGetDest, ipvsGenlVersion, 0, 0)
+	req := appendGenlMsg(k.setBuf[:0], k.family, unix.NLM_F_REQUEST|unix.NLM_F_DUMP, seq, ipvsCmdGetDest)
 	req = append(req, serviceAttr(key).Serialize()...)
-	ne.PutUint32(req, uint32(len(req)))
+	endGenlMsg(req, 0)
 	k.setBuf = req
 	dr := destDump{family: k.family, svcFam: serviceFamily(key), out: out}
 	if err := k.exchange(sock, req, seq, seq, dr.next); err != nil {
@@ -343,10 +340,6 @@ func (k *Kernel) exchange(sock *nl.SocketHandle, req []byte, first, last uint32,
 	}); err != nil {
 		return fmt.Errorf("netlink send: %w", err)
 	}
-	pid, err := sock.Socket.GetPid()
-	if err != nil {
-		return fmt.Errorf("netlink socket: %w", err)
-	}
 	if len(k.recvBuf) < recvBufSize {
 		k.recvBuf = make([]byte, recvBufSize)
 	}
@@ -371,18 +364,16 @@ func (k *Kernel) exchange(sock *nl.SocketHandle, req []byte, first, last uint32,
 			if h.Len < unix.NLMSG_HDRLEN || int(h.Len) > len(b) {
 				return fmt.Errorf("netlink reply: a message of %d bytes in %d", h.Len, len(b))
 			}
-			if h.Pid == pid && h.Seq >= first && h.Seq <= last {
+			if h.Pid == k.genlPid && h.Seq >= first && h.Seq <= last {
 				done, err := fn(h, b[unix.NLMSG_HDRLEN:h.Len])
 				if err != nil || done {
 					return err
 				}
 			}
-			b = b[min(nlmAlign(int(h.Len)), len(b)):]
+			b = b[min(netlinkAlign(int(h.Len)), len(b)):]
 		}
 	}
 }
-
-func nlmAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
 
 // wait runs op on the non-blocking fd until it does not answer EAGAIN,
 // polling for events in between; after genlTimeout in all it gives up.
@@ -394,17 +385,62 @@ func (k *Kernel) wait(fd int, events int16, op func() error) error {
 			return err
 		}
 		if deadline.IsZero() {
-			deadline = time.Now().Add(time.Duration(genlTimeout.Nano()))
+			deadline = time.Now().Add(genlTimeout)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("no answer in %d s: %w", genlTimeout.Sec, unix.ETIMEDOUT)
+			return fmt.Errorf("no answer in %v: %w", genlTimeout, unix.ETIMEDOUT)
 		}
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
 		if _, err := unix.Poll(pfd, int(left.Milliseconds())+1); err != nil && err != unix.EINTR {
 			return err
 		}
 	}
+}
+
+// appendGenlMsg appends a netlink header (its length left 0, for
+// endGenlMsg) and a generic netlink header for IPVS command cmd.
+func appendGenlMsg(buf []byte, family, flags uint16, seq uint32, cmd uint8) []byte {
+	ne := binary.NativeEndian
+	buf = ne.AppendUint32(buf, 0)
+	buf = ne.AppendUint16(buf, family)
+	buf = ne.AppendUint16(buf, flags)
+	buf = ne.AppendUint32(buf, seq)
+	buf = ne.AppendUint32(buf, 0) // to the kernel
+	return append(buf, cmd, ipvsGenlVersion, 0, 0)
+}
+
+// endGenlMsg sets the length of the message that starts at buf[start:].
+func endGenlMsg(buf []byte, start int) {
+	binary.NativeEndian.PutUint32(buf[start:], uint32(len(buf)-start))
+}
+
+// appendAttr appends one netlink attribute, padded.
+func appendAttr(buf []byte, typ uint16, val ...byte) []byte {
+	ne := binary.NativeEndian
+	buf = ne.AppendUint16(buf, uint16(unix.SizeofNlAttr+len(val)))
+	buf = ne.AppendUint16(buf, typ)
+	buf = append(buf, val...)
+	for len(buf)%unix.NLA_ALIGNTO != 0 {
+		buf = append(buf, 0)
+	}
+	return buf
+}
+
+// appendU16Attr appends a u16 attribute in host order, padded.
+func appendU16Attr(buf []byte, typ uint16, v uint16) []byte {
+	ne := binary.NativeEndian
+	buf = ne.AppendUint16(buf, unix.SizeofNlAttr+2)
+	buf = ne.AppendUint16(buf, typ)
+	return append(ne.AppendUint16(buf, v), 0, 0)
+}
+
+// appendU32Attr appends a u32 attribute in host order.
+func appendU32Attr(buf []byte, typ uint16, v uint32) []byte {
+	ne := binary.NativeEndian
+	buf = ne.AppendUint16(buf, unix.SizeofNlAttr+4)
+	buf = ne.AppendUint16(buf, typ)
+	return ne.AppendUint32(buf, v)
 }
 
 // appendSetDest appends to buf one IPVS_CMD_SET_DEST message that writes d
@@ -418,48 +454,34 @@ func appendSetDest(buf []byte, family uint16, seq uint32, ack bool, svcAttr []by
 	if ack {
 		flags |= unix.NLM_F_ACK
 	}
-	buf = ne.AppendUint32(buf, 0) // length, set below
-	buf = ne.AppendUint16(buf, family)
-	buf = ne.AppendUint16(buf, flags)
-	buf = ne.AppendUint32(buf, seq)
-	buf = ne.AppendUint32(buf, 0) // to the kernel
-	buf = append(buf, ipvsCmdSetDest, ipvsGenlVersion, 0, 0)
+	buf = appendGenlMsg(buf, family, flags, seq, ipvsCmdSetDest)
 	buf = append(buf, svcAttr...)
-
-	attr := func(typ uint16, val ...byte) {
-		buf = ne.AppendUint16(buf, uint16(unix.SizeofNlAttr+len(val)))
-		buf = ne.AppendUint16(buf, typ)
-		buf = append(buf, val...)
-		for len(buf)%unix.NLA_ALIGNTO != 0 {
-			buf = append(buf, 0)
-		}
-	}
-	u32 := func(typ uint16, v uint32) { attr(typ, ne.AppendUint32(nil, v)...) }
 	nest := len(buf)
 	buf = append(buf, 0, 0, 0, 0) // IPVS_CMD_ATTR_DEST's header, set below
 	if a := d.Addr.Addr(); a.Is4() {
 		b := a.As4()
-		attr(ipvsDestAttrAddr, b[:]...)
+		buf = appendAttr(buf, ipvsDestAttrAddr, b[:]...)
 	} else {
 		b := a.As16()
-		attr(ipvsDestAttrAddr, b[:]...)
+		buf = appendAttr(buf, ipvsDestAttrAddr, b[:]...)
 	}
-	attr(ipvsDestAttrPort, byte(d.Addr.Port()>>8), byte(d.Addr.Port()))
+	port := d.Addr.Port()
+	buf = appendAttr(buf, ipvsDestAttrPort, byte(port>>8), byte(port))
 	if d.sentFamily {
-		attr(ipvsDestAttrAddrFamily, ne.AppendUint16(nil, d.family)...)
+		buf = appendU16Attr(buf, ipvsDestAttrAddrFamily, d.family)
 	}
-	u32(ipvsDestAttrFwdMethod, d.fwd)
-	u32(ipvsDestAttrWeight, uint32(d.Weight))
-	u32(ipvsDestAttrUThresh, d.upper)
-	u32(ipvsDestAttrLThresh, d.lower)
+	buf = appendU32Attr(buf, ipvsDestAttrFwdMethod, d.fwd)
+	buf = appendU32Attr(buf, ipvsDestAttrWeight, uint32(d.Weight))
+	buf = appendU32Attr(buf, ipvsDestAttrUThresh, d.upper)
+	buf = appendU32Attr(buf, ipvsDestAttrLThresh, d.lower)
 	if d.haveTun {
-		attr(ipvsDestAttrTunType, d.tunType)
-		attr(ipvsDestAttrTunPort, byte(d.tunPort>>8), byte(d.tunPort))
-		attr(ipvsDestAttrTunFlags, ne.AppendUint16(nil, d.tunFlags)...)
+		buf = appendAttr(buf, ipvsDestAttrTunType, d.tunType)
+		buf = appendAttr(buf, ipvsDestAttrTunPort, byte(d.tunPort>>8), byte(d.tunPort))
+		buf = appendU16Attr(buf, ipvsDestAttrTunFlags, d.tunFlags)
 	}
 	ne.PutUint16(buf[nest:], uint16(len(buf)-nest))
 	ne.PutUint16(buf[nest+2:], ipvsCmdAttrDest)
-	ne.PutUint32(buf[start:], uint32(len(buf)-start))
+	endGenlMsg(buf, start)
 	return buf
 }
 
@@ -551,15 +573,14 @@ func (k *Kernel) genlSocket() (*nl.SocketHandle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open generic netlink socket: %w", err)
 	}
-	if err := s.SetSendTimeout(&genlTimeout); err != nil {
+	// Replies are addressed to the socket's port id, read once here
+	// rather than at every request.
+	pid, err := s.GetPid()
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("generic netlink socket: %w", err)
 	}
-	if err := s.SetReceiveTimeout(&genlTimeout); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("generic netlink socket: %w", err)
-	}
-	k.genl = &nl.SocketHandle{Socket: s}
+	k.genl, k.genlPid = &nl.SocketHandle{Socket: s}, pid
 	return k.genl, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -298,7 +299,7 @@ func TestWaitGivesUp(t *testing.T) {
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])
 	saved := genlTimeout
-	genlTimeout = unix.Timeval{Usec: 50_000}
+	genlTimeout = 50 * time.Millisecond
 	defer func() { genlTimeout = saved }()
 	k := &Kernel{}
 	buf := make([]byte, 8)
