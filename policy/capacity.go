@@ -233,15 +233,21 @@ type CapacityPeer struct {
 // median is a lower bound too, so a factor above 1 proves nothing and is
 // cut to 1, while a busy server below it is below the true median as well.
 func AnchorFactors(peers []CapacityPeer) []float64 {
-	var known []float64
+	return anchorFactorsInto(make([]float64, len(peers)), new([]float64), peers)
+}
+
+// anchorFactorsInto is AnchorFactors written to out (len(peers) long),
+// with *scratch reused for the median.
+func anchorFactorsInto(out []float64, scratch *[]float64, peers []CapacityPeer) []float64 {
+	known := (*scratch)[:0]
 	for _, p := range peers {
 		if p.Known {
 			known = append(known, p.PerWeight)
 		}
 	}
 	lowerBound := medianIsLowerBound(peers)
+	*scratch = known
 	ref := median(known)
-	out := make([]float64, len(peers))
 	for i, p := range peers {
 		out[i] = math.NaN()
 		switch {
@@ -510,13 +516,13 @@ func (c CapacityStep) driverNote() string {
 // connections per unit of its kernel weight's share of the service's
 // weights, when its counter has an earlier reading; its probe time ÷
 // reference, when probed; its runnable tasks per CPU, with an agent reply.
-func pressures(servers []Server) ([]Pressures, Pressures) {
-	x := make([]Pressures, len(servers))
+func pressures(servers []Server, sc *capacityScratch) ([]Pressures, Pressures) {
+	x := grown(&sc.pressures, len(servers))
 	var weights float64
 	for _, sv := range servers {
 		weights += float64(max(sv.Obs.Kernel, 0))
 	}
-	var in, resp, proc []float64
+	in, resp, proc := sc.in[:0], sc.resp[:0], sc.proc[:0]
 	for i, sv := range servers {
 		o, tr := sv.Obs, &sv.Out.Trace
 		x[i] = Pressures{Input: math.NaN(), Response: math.NaN(), Process: math.NaN()}
@@ -533,6 +539,7 @@ func pressures(servers []Server) ([]Pressures, Pressures) {
 			proc = append(proc, o.Process)
 		}
 	}
+	sc.in, sc.resp, sc.proc = in, resp, proc
 	return x, Pressures{Input: median(in), Response: median(resp), Process: median(proc)}
 }
 
@@ -542,9 +549,26 @@ func pressures(servers []Server) ([]Pressures, Pressures) {
 // smoothed over intervals (docs/developer/design.md).
 type capacityController struct {
 	coef Coefficients
-	// steps, when set, is scratch storage Measure reuses for the steps
-	// of the servers it is given (NewController sets it).
-	steps *[]CapacityStep
+	// scratch, when set, is storage Measure reuses from call to call
+	// (NewController sets it); without it every call allocates its own.
+	scratch *capacityScratch
+}
+
+// capacityScratch is what one Measure call works in: the servers' steps,
+// and the figures it takes medians of.
+type capacityScratch struct {
+	steps                  []CapacityStep
+	busies, known, factors []float64
+	peers                  []CapacityPeer
+	pressures              []Pressures
+	in, resp, proc         []float64
+}
+
+// grown returns (*s)[:n], grown if need be and kept in *s; its entries
+// hold what the last call left there.
+func grown[T any](s *[]T, n int) []T {
+	*s = slices.Grow((*s)[:0], n)[:n]
+	return *s
 }
 
 func (capacityController) Name() string { return ControllerCapacity }
@@ -570,14 +594,12 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 		}
 		return
 	}
-	var steps []CapacityStep // every entry set below
-	if cc.steps != nil {
-		steps = slices.Grow((*cc.steps)[:0], len(servers))[:len(servers)]
-		*cc.steps = steps
-	} else {
-		steps = make([]CapacityStep, len(servers))
+	sc := cc.scratch
+	if sc == nil {
+		sc = new(capacityScratch)
 	}
-	var busies []float64
+	steps := grown(&sc.steps, len(servers)) // every entry set below
+	busies := sc.busies[:0]
 	for i, sv := range servers {
 		o := sv.Obs
 		steps[i] = CapacityStep{Factor: math.NaN(), CPU: o.CPU}
@@ -586,6 +608,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 			busies = append(busies, steps[i].Busy)
 		}
 	}
+	sc.busies = busies
 	medianBusy := median(busies)
 	light := p.light()
 	// The director's inputs count only above their shipped coefficients
@@ -593,7 +616,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	var x []Pressures // nil: no server's are read, all count as zero
 	var ref Pressures
 	if DirectorCorrected(cc.coef) {
-		x, ref = pressures(servers)
+		x, ref = pressures(servers, sc)
 	}
 	for i, sv := range servers {
 		if sv.Obs.agentOK() {
@@ -606,7 +629,8 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	}
 	allLight := Light(busies, light)
 	maxEst := 0.0
-	peers := make([]CapacityPeer, len(servers))
+	peers := grown(&sc.peers, len(servers))
+	clear(peers)
 	for i, sv := range servers {
 		o, cs := sv.Obs, &sv.State.Capacity
 		busy := steps[i].Busy
@@ -665,14 +689,15 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	switch {
 	case p.Anchor > 0:
 		lowerBoundMedian := medianIsLowerBound(peers)
-		for i, f := range AnchorFactors(peers) {
+		sc.factors = anchorFactorsInto(grown(&sc.factors, len(peers)), &sc.known, peers)
+		for i, f := range sc.factors {
 			o, cs := servers[i].Obs, &servers[i].State.Capacity
 			steps[i].Factor = f
 			def := o.Record.DefaultWeight(o.Configured)
 			if !cs.AnchorSet { // a start, a takeover: a server off its default was moved there
 				cs.Anchor, cs.AnchorSet = AnchorState{Deviating: o.Kernel != def}, true
 			}
-			gs := servers[i].State.Guard
+			gs := &servers[i].State.Guard
 			steps[i].BacklogCut = gs.Holding() && !gs.Raised && f < 1-p.Anchor
 			lost := steps[i].lostAtOnce()
 			steps[i].Within = anchorWidth(cs.Anchor.Deviating, steps[i].Error, p)
@@ -714,7 +739,7 @@ func (cc capacityController) Measure(p WeightParams, servers []Server, follower 
 	// The step goes where the caller keeps it with the decision, or to
 	// new storage (never the scratch, which the next call overwrites).
 	kept := steps
-	if cc.steps != nil {
+	if cc.scratch != nil {
 		kept = nil
 	}
 	for i, sv := range servers {

@@ -32,7 +32,7 @@ func NewController(p WeightParams, c Coefficients) (Controller, error) {
 	case ControllerLVS:
 		return lvsFormula{}, nil
 	case ControllerCapacity:
-		return capacityController{coef: c, steps: new([]CapacityStep)}, nil
+		return capacityController{coef: c, scratch: new(capacityScratch)}, nil
 	}
 	return nil, fmt.Errorf("weight.controller must be %q or %q, got %q", ControllerCapacity, ControllerLVS, p.Controller)
 }

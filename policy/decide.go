@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -244,9 +245,12 @@ type Engine struct {
 	ctrl Controller
 
 	// Scratch reused by every call (an engine decides one service at a
-	// time): the servers in rotation and their new connections.
-	rotation []Server
-	conns    []int64
+	// time): the servers in rotation, their new connections and input
+	// loads, and the guard's figures per unit of weight.
+	rotation  []Server
+	conns     []int64
+	inputs    []float64
+	perWeight []float64
 }
 
 // NewEngine returns an engine for p, with the controller p names.
@@ -308,7 +312,8 @@ func (e *Engine) assess(s Service, servers []Server, follower bool) {
 	if len(rotation) == 0 {
 		return
 	}
-	inputs := InputLoads(conns)
+	e.inputs = inputLoadsInto(slices.Grow(e.inputs[:0], len(conns))[:len(conns)], conns)
+	inputs := e.inputs
 	c := e.p.Coefficients
 	for k, sv := range rotation {
 		o, tr := sv.Obs, &sv.Out.Trace

@@ -401,7 +401,7 @@ const minLevelCycles = 3
 // that lost capacity would be cut later). A starved server is not compared
 // with its past: it keeps up by holding what it usually holds while the
 // others pile up.
-func (gs GuardState) overLevel(active, weight int, share float64, g GuardParams) bool {
+func (gs *GuardState) overLevel(active, weight int, share float64, g GuardParams) bool {
 	if share >= 1 || !gs.Level.Known() {
 		return true
 	}
@@ -410,7 +410,7 @@ func (gs GuardState) overLevel(active, weight int, share float64, g GuardParams)
 }
 
 // levelText names the server's usual level at weight for a reason.
-func (gs GuardState) levelText(weight int) string {
+func (gs *GuardState) levelText(weight int) string {
 	if !gs.Level.Known() {
 		return ""
 	}
@@ -418,7 +418,7 @@ func (gs GuardState) levelText(weight int) string {
 }
 
 // usual is the server's usual backlog ratio, 1 while none is known.
-func (g GuardState) usual() float64 {
+func (g *GuardState) usual() float64 {
 	if g.Usual > 0 {
 		return g.Usual
 	}
@@ -427,7 +427,7 @@ func (g GuardState) usual() float64 {
 
 // expectedMedian is the service's median per unit of weight scaled by the
 // server's usual ratio: what the server is expected to hold per unit.
-func (g GuardState) expectedMedian(med float64) float64 { return med * g.usual() }
+func (g *GuardState) expectedMedian(med float64) float64 { return med * g.usual() }
 
 // Holding reports whether the guard holds the weight: a held weight is at
 // least weight.min, so never 0.
@@ -646,19 +646,20 @@ func (e *Engine) TableEvidence(servers []Server, conns []ipvs.ConnCounts, ok []b
 // medianPerWeight is the median of active connections per unit of weight
 // over a service's servers in rotation (managed, weight > 0). A held
 // server counts at the weight it had before the move.
-func medianPerWeight(servers []Server) float64 {
-	v := make([]float64, 0, len(servers))
+func medianPerWeight(servers []Server, scratch *[]float64) float64 {
+	v := (*scratch)[:0]
 	for _, sv := range servers {
 		o := sv.Obs
 		if o.Record.State != Managed || o.Kernel <= 0 {
 			continue
 		}
 		w := o.Kernel
-		if g := sv.State.Guard; g.Holding() {
+		if g := &sv.State.Guard; g.Holding() {
 			w = g.From
 		}
 		v = append(v, float64(o.ActiveConns)/float64(w))
 	}
+	*scratch = v
 	return median(v)
 }
 
@@ -688,7 +689,7 @@ func (e *Engine) guard(s Service, st *ServiceState, servers []Server, inCycle bo
 		on, offForHashing = false, true
 	}
 	predict := g.Predict && !s.Counting
-	med := medianPerWeight(servers)
+	med := medianPerWeight(servers, &e.perWeight)
 	building := Building(med, st, g.Trigger)
 	if inCycle {
 		st.MedianLevel.Fold(med)
@@ -829,7 +830,7 @@ type prediction struct {
 // backlog that is there, not noise extrapolated), and the kernel's counter
 // agreeing: over its latest span the server finished fewer connections
 // than it was sent (CheckRates).
-func (gs GuardState) predicted(o *Observed, excess, share float64, g GuardParams) prediction {
+func (gs *GuardState) predicted(o *Observed, excess, share float64, g GuardParams) prediction {
 	var p prediction
 	if !gs.ExcessSet || !gs.Spread.Known() {
 		return p

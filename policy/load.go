@@ -38,7 +38,11 @@ const NeutralInput = 1.0
 // no known server received any connection, every server gets NeutralInput.
 // The result is never NaN or infinite.
 func InputLoads(newConns []int64) []float64 {
-	out := make([]float64, len(newConns))
+	return inputLoadsInto(make([]float64, len(newConns)), newConns)
+}
+
+// inputLoadsInto is InputLoads written to out (len(newConns) long).
+func inputLoadsInto(out []float64, newConns []int64) []float64 {
 	var sum int64
 	known := 0
 	for _, n := range newConns {
