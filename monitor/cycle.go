@@ -170,10 +170,6 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	if cap(rows) < n {
 		rows = make([]destRow, 0, n)
 	}
-	if m.byAddr == nil {
-		m.byAddr = map[netip.AddrPort]int{}
-	}
-	byAddr := m.byAddr
 	for i := range m.cfg.Services {
 		svc := &m.cfg.Services[i]
 		table, err := m.deps.Table.Destinations(svc.Key)
@@ -187,25 +183,24 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			}
 			continue
 		}
-		clear(byAddr)
-		for j := range table {
-			byAddr[table[j].Addr] = j
-		}
+		index := tableIndex{table: table, byAddr: m.byAddr}
+		found := 0
 		for j := range svc.Servers {
 			rs := &svc.Servers[j]
-			di, ok := byAddr[rs.Addr]
+			key := DestKey{Service: svc.Key, Dest: rs.Addr}
+			mem := m.memoryAt(i, j, key)
+			di, ok := index.find(rs.Addr, mem.tableAt)
 			if !ok {
 				if m.markMissing(i, j) > 0 {
 					m.log.Warn("configured real server not in the IPVS table; skipped until it appears", "service", svc.Key, "server", rs.Addr)
 				}
 				continue
 			}
-			delete(byAddr, rs.Addr)
-			key := DestKey{Service: svc.Key, Dest: rs.Addr}
+			found++
+			mem.tableAt = di
 			k := &table[di]
 			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
 				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns, Counter: k.Connections, NewConns: -1}})
-			mem := m.memoryAt(i, j, key)
 			if mem.seen.missing {
 				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)
 			}
@@ -214,7 +209,11 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
 			mem.seen.missing = false
 		}
-		for addr := range byAddr {
+		m.byAddr = index.byAddr
+		if found == len(table) {
+			continue // every destination in the table is a configured one
+		}
+		for _, addr := range unconfigured(table, svc.Servers) {
 			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
 		}
 	}
@@ -223,6 +222,50 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 	}
 	m.spare, m.rows = out, rows
 	return out[:len(out):len(out)], rows
+}
+
+// tableIndex finds a service's destinations in what the table returned:
+// where each was at the last read, else by a map of their addresses,
+// built at the first miss.
+type tableIndex struct {
+	table  []ipvs.Destination
+	byAddr map[netip.AddrPort]int // reused from read to read
+	built  bool
+}
+
+// find returns the index of addr in the table, looking first at hint.
+func (x *tableIndex) find(addr netip.AddrPort, hint int) (int, bool) {
+	if hint >= 0 && hint < len(x.table) && x.table[hint].Addr == addr {
+		return hint, true
+	}
+	if !x.built {
+		if x.byAddr == nil {
+			x.byAddr = map[netip.AddrPort]int{}
+		}
+		clear(x.byAddr)
+		for j := range x.table {
+			x.byAddr[x.table[j].Addr] = j
+		}
+		x.built = true
+	}
+	i, ok := x.byAddr[addr]
+	return i, ok
+}
+
+// unconfigured returns the destinations in table that are not among
+// servers.
+func unconfigured(table []ipvs.Destination, servers []ServerConfig) []netip.AddrPort {
+	configured := make(map[netip.AddrPort]bool, len(servers))
+	for j := range servers {
+		configured[servers[j].Addr] = true
+	}
+	var out []netip.AddrPort
+	for j := range table {
+		if !configured[table[j].Addr] {
+			out = append(out, table[j].Addr)
+		}
+	}
+	return out
 }
 
 // takeWritten takes the entries of the reports the recorder has given

@@ -173,6 +173,11 @@ type destMemory struct {
 	rec      policy.DestRecord
 	recKnown bool
 	recGen   uint64
+
+	// tableAt is where the destination was in its service's table at
+	// the last read: the table keeps its order from one read to the
+	// next, so it is almost always there again (readTable).
+	tableAt int
 }
 
 // setRecord writes key's ownership record: every write to m.state goes
