@@ -199,8 +199,13 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 			found++
 			mem.tableAt = di
 			k := &table[di]
-			out = append(out, DestStatus{Key: key, KernelWeight: k.Weight, InactiveConns: k.InactiveConns,
-				Observed: policy.Observed{Configured: rs.Weight, Kernel: k.Weight, ActiveConns: k.ActiveConns, InactiveConns: k.InactiveConns, Counter: k.Connections, NewConns: -1}})
+			// Filled in place: a literal is built aside and copied, 1 KB
+			// a destination.
+			out = append(out, DestStatus{})
+			d := &out[len(out)-1]
+			d.Key, d.KernelWeight, d.InactiveConns = key, k.Weight, k.InactiveConns
+			d.Configured, d.Kernel, d.ActiveConns, d.Observed.InactiveConns = rs.Weight, k.Weight, k.ActiveConns, k.InactiveConns
+			d.Counter, d.NewConns = k.Connections, -1
 			if mem.seen.missing {
 				m.log.Info("configured real server appeared in the IPVS table", "service", svc.Key, "server", rs.Addr, "weight", k.Weight)
 			}
