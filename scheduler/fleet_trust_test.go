@@ -236,9 +236,10 @@ func TestFleetForgedTerm(t *testing.T) {
 	_, err = cli.Put(context.Background(), "/fleet-test/state", string(backup))
 	must(t, err)
 	var newTerm int64
-	eventually(t, 60*time.Second, "dir1 leads after the restore", func() bool {
+	// Until dir1 has seen the wipe, its status still shows the old term.
+	eventually(t, 60*time.Second, "dir1 leads in a new term after the restore", func() bool {
 		newTerm = d1.store.Status().Term
-		return newTerm > 0 && d1.fleet().Leader
+		return newTerm > 0 && newTerm != oldTerm && d1.fleet().Leader
 	})
 	d2.proxy.Restore()
 	leader, follower := d1, d2
