@@ -44,21 +44,22 @@ func (m *Monitor) gather(ctx context.Context, rows []destRow) {
 	epoch := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(m.cfg.Concurrency, len(jobs)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(jobs) {
-					return
-				}
-				j := jobs[i]
-				if j.agent {
-					m.pollAgent(ctx, j.r, epoch)
-				} else {
-					m.probe(ctx, j.r)
-				}
+	work := func() { // one closure for all the workers
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(jobs) {
+				return
 			}
-		})
+			j := jobs[i]
+			if j.agent {
+				m.pollAgent(ctx, j.r, epoch)
+			} else {
+				m.probe(ctx, j.r)
+			}
+		}
+	}
+	for range min(m.cfg.Concurrency, len(jobs)) {
+		wg.Go(work)
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
