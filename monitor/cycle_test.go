@@ -1,9 +1,11 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -172,6 +174,17 @@ func (r *rig) monitor(dryRun bool) *Monitor {
 	store, err := NewFileStore(r.dir)
 	must(r.t, err)
 	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock}, dryRun)
+	must(r.t, err)
+	return m
+}
+
+// monitorLogging is r.monitor(false) logging at the info level into buf.
+func (r *rig) monitorLogging(buf *bytes.Buffer) *Monitor {
+	r.t.Helper()
+	store, err := NewFileStore(r.dir)
+	must(r.t, err)
+	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
+		Logger: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}, false)
 	must(r.t, err)
 	return m
 }

@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"bytes"
-	"log/slog"
 	"maps"
 	"net/netip"
 	"strings"
@@ -18,11 +17,7 @@ import (
 func TestReadTableFollowsTheTablesOrder(t *testing.T) {
 	r := newRig(t)
 	var buf bytes.Buffer
-	store, err := NewFileStore(r.dir)
-	must(t, err)
-	m, err := New(r.cfg, Deps{Table: r.table, Agents: r.agents, Prober: r.prober, Store: store, Now: r.clock,
-		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}, false)
-	must(t, err)
+	m := r.monitorLogging(&buf)
 	kernel := func(rep CycleReport) map[netip.AddrPort]int {
 		got := map[netip.AddrPort]int{}
 		for _, d := range rep.Dests {
