@@ -214,13 +214,12 @@ func (m *Monitor) readTable() ([]DestStatus, []destRow) {
 					Missing: mem.seen.missing || mem.seen.counterSet && k.Connections < mem.seen.counter}})
 			mem.seen.missing = false
 		}
+		if found < len(table) { // not every destination in the table is a configured one
+			for _, addr := range index.unconfigured(svc.Servers) {
+				m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
+			}
+		}
 		m.byAddr = index.byAddr
-		if found == len(table) {
-			continue // every destination in the table is a configured one
-		}
-		for _, addr := range unconfigured(table, svc.Servers) {
-			m.noteOnce("unmanaged "+svc.Key.String()+addr.String(), slog.LevelInfo, "real server not in the configuration: left alone", "service", svc.Key, "server", addr)
-		}
 	}
 	for i := range rows {
 		rows[i].st = &out[i] // out is not appended to any more
@@ -243,31 +242,38 @@ func (x *tableIndex) find(addr netip.AddrPort, hint int) (int, bool) {
 	if hint >= 0 && hint < len(x.table) && x.table[hint].Addr == addr {
 		return hint, true
 	}
-	if !x.built {
-		if x.byAddr == nil {
-			x.byAddr = map[netip.AddrPort]int{}
-		}
-		clear(x.byAddr)
-		for j := range x.table {
-			x.byAddr[x.table[j].Addr] = j
-		}
-		x.built = true
-	}
+	x.build()
 	i, ok := x.byAddr[addr]
 	return i, ok
 }
 
-// unconfigured returns the destinations in table that are not among
-// servers.
-func unconfigured(table []ipvs.Destination, servers []ServerConfig) []netip.AddrPort {
-	configured := make(map[netip.AddrPort]bool, len(servers))
-	for j := range servers {
-		configured[servers[j].Addr] = true
+// build indexes the table by address, once.
+func (x *tableIndex) build() {
+	if x.built {
+		return
 	}
+	if x.byAddr == nil {
+		x.byAddr = map[netip.AddrPort]int{}
+	}
+	clear(x.byAddr)
+	for j := range x.table {
+		x.byAddr[x.table[j].Addr] = j
+	}
+	x.built = true
+}
+
+// unconfigured returns the destinations in the table that are not among
+// servers, in the table's order. The index finds nothing after it.
+func (x *tableIndex) unconfigured(servers []ServerConfig) []netip.AddrPort {
+	x.build()
+	for j := range servers {
+		delete(x.byAddr, servers[j].Addr)
+	}
+	x.built = false
 	var out []netip.AddrPort
-	for j := range table {
-		if !configured[table[j].Addr] {
-			out = append(out, table[j].Addr)
+	for j := range x.table {
+		if _, ok := x.byAddr[x.table[j].Addr]; ok {
+			out = append(out, x.table[j].Addr)
 		}
 	}
 	return out

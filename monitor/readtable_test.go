@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,12 @@ func TestTableIndexFind(t *testing.T) {
 		}
 	}
 	servers := []ServerConfig{{Addr: rsA}, {Addr: rsC}}
-	if got := unconfigured(table, servers); len(got) != 1 || got[0] != rsB {
+	if got := x.unconfigured(servers); !slices.Equal(got, []netip.AddrPort{rsB}) {
 		t.Errorf("unconfigured = %v, want [%s]", got, rsB)
+	}
+	// Not indexed yet, two not configured: in the table's order.
+	y := tableIndex{table: []ipvs.Destination{{Addr: rsX}, {Addr: rsB}, {Addr: rsA}, {Addr: rsC}}}
+	if got, want := y.unconfigured(servers), []netip.AddrPort{rsX, rsB}; !slices.Equal(got, want) {
+		t.Errorf("unconfigured = %v, want %v", got, want)
 	}
 }
