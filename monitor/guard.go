@@ -194,12 +194,9 @@ func (b *connBudget) allows(now time.Time, pilingUp bool) bool {
 // that costs under 1/spacing of a check period needs no spacing (the
 // guard reads at most once a check).
 func (b *connBudget) spend(now time.Time, took, check time.Duration, pilingUp bool) {
-	k, factor := kindIndex(pilingUp), time.Duration(connSpacingOthers)
-	if pilingUp {
-		factor = connSpacingPilingUp
-	}
+	k := kindIndex(pilingUp)
 	b.next[k] = time.Time{}
-	if gap := factor * took; gap > check {
+	if gap := connSpacing(pilingUp) * took; gap > check {
 		b.next[k] = now.Add(gap)
 	}
 }
@@ -211,8 +208,14 @@ func kindIndex(pilingUp bool) int {
 	return 0
 }
 
-// The spacing factors of the two kinds of read (connBudget).
-const connSpacingOthers, connSpacingPilingUp = 50, 20
+// connSpacing is the spacing factor of a kind of read (connBudget): the
+// connections of a server piling up are read more often.
+func connSpacing(pilingUp bool) time.Duration {
+	if pilingUp {
+		return 20
+	}
+	return 50
+}
 
 // readConns reads the connection table's entries of the suspect
 // destinations, or returns nil: none suspect, a table that cannot read
