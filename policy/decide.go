@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -312,8 +311,7 @@ func (e *Engine) assess(s Service, servers []Server, follower bool) {
 	if len(rotation) == 0 {
 		return
 	}
-	e.inputs = inputLoadsInto(slices.Grow(e.inputs[:0], len(conns))[:len(conns)], conns)
-	inputs := e.inputs
+	inputs := inputLoadsInto(grown(&e.inputs, len(conns)), conns)
 	c := e.p.Coefficients
 	for k, sv := range rotation {
 		o, tr := sv.Obs, &sv.Out.Trace
