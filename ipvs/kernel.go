@@ -38,11 +38,13 @@ type Kernel struct {
 	genl    *nl.SocketHandle
 	genlPid uint32 // genl's netlink port id
 	// Scratch of SetWeights, reused under mu: the dump, its index by
-	// address, the writes and their messages.
-	dumped []kernelDest
-	index  map[netip.AddrPort]int
-	writes []kernelDest
-	setBuf []byte
+	// address, the writes, the change each write is for, and their
+	// messages.
+	dumped  []kernelDest
+	index   map[netip.AddrPort]int
+	writes  []kernelDest
+	writeOf []int
+	setBuf  []byte
 	// recvBuf holds one datagram from Kernel's own socket.
 	recvBuf []byte
 }
@@ -296,7 +298,7 @@ func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 	var svcErr error
 	svcChecked := false
 	writes := k.writes[:0]
-	writeOf := make([]int, 0, pending) // the change each write is for
+	writeOf := k.writeOf[:0]
 	for i, c := range changes {
 		if errs[i] != nil {
 			continue
@@ -325,7 +327,7 @@ func (k *Kernel) SetWeights(svc ServiceKey, changes []WeightChange) []error {
 		writes = append(writes, *cur)
 		writeOf = append(writeOf, i)
 	}
-	k.writes = writes
+	k.writes, k.writeOf = writes, writeOf
 	if len(writes) == 0 {
 		return errs
 	}

@@ -50,8 +50,20 @@ const (
 
 	ipvsDestAttrAddr         = 1  // 16 bytes (union nf_inet_addr)
 	ipvsDestAttrPort         = 2  // u16, network order
+	ipvsDestAttrFwdMethod    = 3  // u32
+	ipvsDestAttrWeight       = 4  // u32 (the kernel's int)
+	ipvsDestAttrUThresh      = 5  // u32
+	ipvsDestAttrLThresh      = 6  // u32
+	ipvsDestAttrActiveConns  = 7  // u32
+	ipvsDestAttrInactConns   = 8  // u32
 	ipvsDestAttrPersistConns = 9  // u32
+	ipvsDestAttrStats        = 10 // nested IPVS_STATS_ATTR_*
 	ipvsDestAttrAddrFamily   = 11 // u16; absent before Linux 4.4: the service's family
+	ipvsDestAttrTunType      = 13 // u8, Linux 5.3 on
+	ipvsDestAttrTunPort      = 14 // u16, network order
+	ipvsDestAttrTunFlags     = 15 // u16
+
+	ipvsStatsAttrConns = 1 // u32, connections scheduled (wraps)
 )
 
 // nlaTypeMask clears an attribute type's nested and byte-order flags.
@@ -60,21 +72,6 @@ const nlaTypeMask = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 // genlTimeout bounds one send and one receive on Kernel's own socket, so
 // that a lost reply is an error and not a wait forever.
 var genlTimeout = 10 * time.Second
-
-const (
-	ipvsDestAttrFwdMethod   = 3  // u32
-	ipvsDestAttrWeight      = 4  // u32 (the kernel's int)
-	ipvsDestAttrUThresh     = 5  // u32
-	ipvsDestAttrLThresh     = 6  // u32
-	ipvsDestAttrActiveConns = 7  // u32
-	ipvsDestAttrInactConns  = 8  // u32
-	ipvsDestAttrStats       = 10 // nested IPVS_STATS_ATTR_*
-	ipvsDestAttrTunType     = 13 // u8, Linux 5.3 on
-	ipvsDestAttrTunPort     = 14 // u16, network order
-	ipvsDestAttrTunFlags    = 15 // u16
-
-	ipvsStatsAttrConns = 1 // u32, connections scheduled (wraps)
-)
 
 // setBatch is how many weight writes go to the kernel in one sendmsg. The
 // kernel queues an error reply of about a kilobyte (the request echoed, the
