@@ -127,6 +127,10 @@ type ServerState struct {
 	CtrlSet bool
 	// RampStart is when slow start began; zero when not ramping.
 	RampStart time.Time
+	// Relapses counts the times in a row the server went down during its
+	// slow start; each halves its next slow start's floor (slowStart). A
+	// ramp that completes ends the count.
+	Relapses int
 	// Fails and Passes count the failed and the answered probes in a row
 	// (Availability.Fall and Rise).
 	Fails, Passes int
@@ -363,9 +367,9 @@ func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, 
 	tr := &d.Trace
 	tr.Ramp = 1
 	if t := st.RampStart; !t.IsZero() {
-		tr.Ramp = SlowStartFactor(now.Sub(t), av.SlowStart, av.SlowStartFloor)
+		tr.Ramp = st.slowStartFactor(now.Sub(t), av)
 		if tr.Ramp >= 1 {
-			st.RampStart = time.Time{}
+			st.RampStart, st.Relapses = time.Time{}, 0
 			tr.RampEnded = true
 		}
 	}
@@ -377,7 +381,7 @@ func (e *Engine) decide(o *Observed, st *ServerState, d *Decision, frozen bool, 
 		return
 	}
 	if o.Record.State == Down {
-		tr.Ramp = SlowStartFactor(0, av.SlowStart, av.SlowStartFloor) // coming back: the ramp starts now
+		tr.Ramp = st.slowStartFactor(0, av) // coming back: the ramp starts now
 	}
 	e.step(o, st, d, tr.Ramp)
 }
@@ -422,6 +426,29 @@ func propose(d *Decision, to int, reason string, ramp float64) {
 		reason += fmt.Sprintf(", slow start %.0f%%", ramp*100)
 	}
 	d.Reason = reason
+}
+
+// maxRelapseHalvings bounds the relapses' effect on slow start: at most an
+// eighth of its floor.
+const maxRelapseHalvings = 3
+
+// slowStart is the slow start of a server that went down s.Relapses times
+// in a row during its slow start: for each, the floor halves (the window
+// stays). A server that fails again while it ramps is flapping: it comes
+// back the lower each time, so that it holds less of the traffic when it
+// fails next soon after its return (under wlc and sed a dead server with a
+// weight is a black hole), until it completes a ramp. A longer window was
+// tried too: it kept a flapping 32-core server low for minutes, and at
+// 93 % load the others' p99 doubled (docs/results/notebook.md).
+func (s *ServerState) slowStart(av Availability) (window time.Duration, floor float64) {
+	n := min(max(s.Relapses, 0), maxRelapseHalvings)
+	return av.SlowStart, av.SlowStartFloor / float64(int(1)<<n)
+}
+
+// slowStartFactor is SlowStartFactor for this server (slowStart).
+func (s *ServerState) slowStartFactor(elapsed time.Duration, av Availability) float64 {
+	w, f := s.slowStart(av)
+	return SlowStartFactor(elapsed, w, f)
 }
 
 // rampWeight is the integer weight written for controller weight w at

@@ -551,7 +551,7 @@ func (e *Engine) TakeDownSinks(servers []Server) int {
 		default:
 			why = fmt.Sprintf("its connections never complete: %d unanswered handshakes, %d established, %d with a packet within a second", g.Conns.Handshakes, g.Conns.Established, g.Conns.Progressed)
 		}
-		markDown(sv.Obs, sv.Out, why)
+		markDown(sv.Obs, sv.State, sv.Out, why)
 	}
 	return len(out)
 }

@@ -391,12 +391,31 @@ func Undrain(rec DestRecord, kernelWeight, configuredDefault int, av Availabilit
 }
 
 // markDown is the decision that takes a managed server out of rotation
-// as down: weight 0, remembering the weight to restore.
-func markDown(o *Observed, d *Decision, reason string) {
+// as down: weight 0, remembering the weight to restore (restoreWeight);
+// one that was in its slow start has relapsed (ServerState.Relapses).
+func markDown(o *Observed, st *ServerState, d *Decision, reason string) {
+	if st.RampStart.IsZero() {
+		st.Relapses = 0
+	} else {
+		st.Relapses++
+	}
 	down := o.Record
-	down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByMonitor, 0, o.Kernel, o.Counter
+	down.State, down.SetBy, down.Written, down.RestoreWeight, down.Counter = Down, ByMonitor, 0, restoreWeight(o.Kernel, st), o.Counter
 	d.Write, d.To, d.Record, d.RecordChanged = true, 0, down, true
 	d.Reason = reason
+}
+
+// restoreWeight is the weight a server going down at kernel weight kernel
+// gets back when it answers again: the weight it held, unless slow start
+// had it on a step of its ramp — then the controller's weight the ramp was
+// heading to, from a lower floor (ServerState.slowStart). Remembering
+// the step left a server that failed early in its ramp at that step for
+// good whenever no controller moved it (no agent).
+func restoreWeight(kernel int, st *ServerState) int {
+	if st.RampStart.IsZero() || !st.CtrlSet {
+		return kernel
+	}
+	return max(kernel, RoundWeight(st.Ctrl))
 }
 
 // availability applies the ownership side of the availability rules to a
@@ -420,7 +439,7 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 	d.Trace.Fails, d.Trace.Passes = st.Fails, st.Passes
 	switch {
 	case o.Probed && o.ProbeErr != nil && rec.State == Managed && (!o.ProbeTimedOut || st.Fails >= max(av.Fall, 1)):
-		markDown(o, d, fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr))
+		markDown(o, st, d, fmt.Sprintf("unreachable (%d failed probes in a row): %v", st.Fails, o.ProbeErr))
 		return true
 	case !o.reachable() && rec.State == Down && o.Kernel != 0:
 		// Down, and created anew at a weight of its creator's (Reconcile).
@@ -444,6 +463,10 @@ func availability(o *Observed, ramp float64, st *ServerState, p Params, d *Decis
 		// Name the weight written: under slow start it is the ramp's first
 		// step, not the weight the server returns to.
 		d.Reason = fmt.Sprintf("reachable again: weight %d written, slow start up to %d", to, full)
+		if st.Relapses > 0 && to != full {
+			_, floor := st.slowStart(p.Availability)
+			d.Reason += fmt.Sprintf(" from %.3g of it (down during its slow start, %d in a row)", floor, st.Relapses)
+		}
 		if to == full {
 			d.Reason = fmt.Sprintf("reachable again: weight %d written (its weight before it went down)", full)
 		}

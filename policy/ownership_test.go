@@ -487,3 +487,69 @@ func TestCheckerDownNotRestoredByProbe(t *testing.T) {
 		t.Errorf("lvs-monitor's down, probe answering: write %v to %d set by %q, want 10 by lvs-monitor", d.Write, d.To, d.Record.SetBy)
 	}
 }
+
+// TestDownDuringSlowStartRestoresItsTarget: a server that goes down while
+// slow start has it on a step of its ramp comes back heading for the
+// controller's weight (16), not for the step it was on (2) — which,
+// without an agent to move it, it kept for good — and, having relapsed,
+// from half the floor; a ramp completed ends the relapses. Slow start 30 s, floor 0.1, the LVS formula at its
+// target load (the controller's weight stays 16).
+func TestDownDuringSlowStartRestoresItsTarget(t *testing.T) {
+	e, err := NewEngine(Params{Weight: WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
+		Availability: Availability{SlowStart: 30 * time.Second, SlowStartFloor: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	st := &ServerState{Ctrl: 16, CtrlSet: true}
+	rec, kernel := DestRecord{State: Managed, SetBy: ByMonitor, Written: 16}, 16
+	// cycle runs one cycle at t0+at with the probe refused or answered,
+	// then applies a write as the monitor does (the ramp starts at a
+	// write that starts it).
+	cycle := func(at time.Duration, refused bool) Decision {
+		t.Helper()
+		now := t0.Add(at)
+		o := Observed{Record: rec, Configured: 16, Kernel: kernel, NewConns: -1, Probed: true, Polled: true}
+		if refused {
+			o.ProbeErr = errors.New("connect: connection refused")
+		}
+		d := NewDecision(KindCycle, kernel, rec)
+		d.Trace.Load = 0.95
+		e.decide(&o, st, &d, false, now)
+		if d.Write {
+			rec, kernel = d.Record, d.To
+			if d.OnWrite.StartRamp {
+				st.RampStart = now
+			}
+		}
+		return d
+	}
+	for _, step := range []struct {
+		name                string
+		at                  time.Duration
+		refused             bool
+		wantTo, wantRestore int
+		wantState           Ownership
+		wantRelapses        int
+		wantReason          string
+	}{
+		{"down at its full weight", 0, true, 0, 16, Down, 0, "unreachable"},
+		// 16 × floor 0.1 = 1.6 → 2
+		{"back: the floor's step", 10 * time.Second, false, 2, 0, Managed, 0, "slow start up to 16"},
+		// down 7 s into the ramp at 2: its restore weight is the ramp's 16
+		{"down again, ramping", 17 * time.Second, true, 0, 16, Down, 1, "unreachable"},
+		// 16 × floor 0.05 = 0.8 → min 1
+		{"back after a relapse: half the floor", 25 * time.Second, false, 1, 0, Managed, 1, "from 0.05 of it (down during its slow start, 1 in a row)"},
+		// 15 s of its 30: 16 × 0.5 = 8
+		{"half-way through the ramp", 40 * time.Second, false, 8, 0, Managed, 1, "slow start 50%"},
+		{"the ramp completed: 16, relapses over", 56 * time.Second, false, 16, 0, Managed, 0, ""},
+		{"down, not ramping: the weight it held", 90 * time.Second, true, 0, 16, Down, 0, "unreachable"},
+	} {
+		d := cycle(step.at, step.refused)
+		if !d.Write || d.To != step.wantTo || d.Record.State != step.wantState || d.Record.RestoreWeight != step.wantRestore || st.Relapses != step.wantRelapses || !strings.Contains(d.Reason, step.wantReason) {
+			t.Fatalf("%s: write=%v to=%d state=%s restore=%d relapses=%d (%s), want to=%d state=%s restore=%d relapses=%d, reason with %q",
+				step.name, d.Write, d.To, d.Record.State, d.Record.RestoreWeight, st.Relapses, d.Reason,
+				step.wantTo, step.wantState, step.wantRestore, step.wantRelapses, step.wantReason)
+		}
+	}
+}

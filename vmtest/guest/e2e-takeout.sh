@@ -284,6 +284,18 @@ say "e: rs1 slow for 15 s: weight $(weight 1) now, at most $est established conn
 [ -z "$(ka_fail 1)" ] || fail "e: keepalived failed the slow rs1"
 : >"$W/slow1"
 
+# c's and d's servers fail the clients while the director's probe may
+# still pass (d's always, c's only while the server's reply to a probe
+# still gets out): a cycle may bring one back (slow start) before it is
+# mended, and the guard take it out again. Mended, each must end at its
+# weight, 10, not at the slow-start step it was on when it went down the
+# second time.
+is_weight() { [ "$(weight "$1")" = "$2" ]; }
+for i in 3 4; do
+	wait_for "rs$i back at its weight 10 after its slow start" is_weight "$i" 10
+	say "rs$i back at 10: $(grep -c "server=$(rs "$i") .*reason=\"reachable again" "$W/monitor.log") returns, $(grep -c "server=$(rs "$i") .*down during its slow start" "$W/monitor.log") after a relapse"
+done
+
 echo "--- case, seconds to weight 0: lvs-monitor, keepalived, the monitor's part that did it"
 cat "$W/results"
 echo "--- client answers: $(tr '\n' ' ' <"$W/counts"); slow page: $(tr '\n' ' ' <"$W/counts-slow")"
