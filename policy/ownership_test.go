@@ -492,8 +492,9 @@ func TestCheckerDownNotRestoredByProbe(t *testing.T) {
 // slow start has it on a step of its ramp comes back heading for the
 // controller's weight (16), not for the step it was on (2) — which,
 // without an agent to move it, it kept for good — and, having relapsed,
-// from half the floor; a ramp completed ends the relapses. Slow start 30 s, floor 0.1, the LVS formula at its
-// target load (the controller's weight stays 16).
+// from half the floor; a ramp completed ends the relapses. Slow start
+// 30 s, floor 0.1, the LVS formula at its target load (the controller's
+// weight stays 16).
 func TestDownDuringSlowStartRestoresItsTarget(t *testing.T) {
 	e, err := NewEngine(Params{Weight: WeightParams{Controller: ControllerLVS, Gain: 5, Target: 0.95, Scale: 10, Min: 1, Threshold: 1},
 		Availability: Availability{SlowStart: 30 * time.Second, SlowStartFloor: 0.1}})
