@@ -78,14 +78,17 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # check zeroed it first and the monitor recorded that 0 as the health
 # checker's (it never writes over a checker's down); nothing yet.
 zeroed_by() {
-	_l=$(sed -n "$((mm + 1)),\$p" "$W/monitor.log")
-	if echo "$_l" | grep -q "msg=\"weight changed\" .* server=$(rs "$1") old=[0-9]* new=0 "; then
+	if [ -n "$(mon_zero "$1")" ]; then
 		echo monitor
-	elif echo "$_l" | grep -q "msg=ownership .* server=$(rs "$1") weight=0 .*set_by=health-checker"; then
+	elif sed -n "$((mm + 1)),\$p" "$W/monitor.log" | grep -q "msg=ownership .* server=$(rs "$1") weight=0 .*set_by=health-checker"; then
 		echo keepalived
 	fi
 }
 is_zeroed() { [ -n "$(zeroed_by "$1")" ]; }
+ka_failed() { [ -n "$(ka_fail "$1")" ]; }
+# mon_sees_up I: the monitor logged rsI managed again at a weight above 0
+# since the mark (the checker's return).
+mon_sees_up() { sed -n "$((mm + 1)),\$p" "$W/monitor.log" | grep -q "msg=ownership .* server=$(rs "$1") weight=[1-9][0-9]* state=managed"; }
 
 # take_out CASE I BOUND KA: after rsI was broken at $t0, wait for the
 # monitor's weight 0 (reason matching $why) and, with KA=yes, keepalived's
@@ -100,7 +103,7 @@ take_out() {
 	wait_for "$1: rs$2 goes to 0 (by the monitor, or keepalived first)" is_zeroed "$2"
 	first=$(zeroed_by "$2")
 	if [ "$first" = keepalived ]; then
-		wait_for "$1: keepalived's failed check of rs$2 in its log" sh -c "[ -n \"\$(sed -n '$((km + 1)),\$p' $W/keepalived.log | grep -E 'TCP_CHECK on service $(rsre "$2") failed')\" ]"
+		wait_for "$1: keepalived's failed check of rs$2 in its log" ka_failed "$2"
 		_k=$(ka_fail "$2")
 		tk=$(secs "$t0" "${_k%% *}")
 		awk -v t="$tk" -v b="$3" 'BEGIN { exit !(t <= b) }' || fail "$1: the monitor did not take rs$2 to 0 within $3 s; keepalived's check did, at $tk s"
@@ -114,7 +117,7 @@ take_out() {
 	awk -v t="$tm" -v b="$3" 'BEGIN { exit !(t <= b) }' || fail "$1: the monitor took $tm s (bound $3 s): $_m"
 	tk=never
 	if [ "$4" = yes ]; then
-		wait_for "$1: keepalived's check of rs$2 fails" sh -c "[ -n \"\$(sed -n '$((km + 1)),\$p' $W/keepalived.log | grep -E 'TCP_CHECK on service $(rsre "$2") failed')\" ]"
+		wait_for "$1: keepalived's check of rs$2 fails" ka_failed "$2"
 		_k=$(ka_fail "$2")
 		tk=$(secs "$t0" "${_k%% *}")
 	fi
@@ -139,7 +142,7 @@ crash() {
 		[ "$_try" -lt 3 ] || fail "$1: keepalived's check came first $_try times in a row"
 		# The monitor must have seen the checker's return, or the next
 		# try's 0 is no change to it.
-		wait_for "$1: the monitor sees keepalived put rs$2 back" sh -c "sed -n '$((mm + 1)),\$p' $W/monitor.log | grep -q 'msg=ownership .* server=$(rs "$2") weight=[1-9][0-9]* state=managed'"
+		wait_for "$1: the monitor sees keepalived put rs$2 back" mon_sees_up "$2"
 		_try=$((_try + 1))
 		sleep 3
 	done
